@@ -1,0 +1,410 @@
+//! The `paddock` command line: registration (components, jobs, groups),
+//! triggers, the runner (`serve`), the audit log, and the embedded demo.
+//! Each command is a thin call into the planes; printing lives in
+//! [`print`].
+
+mod demo;
+mod print;
+
+use crate::lease::{Runner, RunnerConfig};
+use crate::registry::Registry;
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::store::{NewTrigger, ResourceGroup, Store};
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "paddock", version, about = "Run sandboxed WebAssembly jobs under leases and fencing tokens")]
+struct Cli {
+    /// Database URL (SQLite: sqlite://PATH).
+    #[arg(long, global = true, env = "PADDOCK_DATABASE_URL", default_value = "sqlite://paddock.db")]
+    database_url: String,
+    /// Who is acting, recorded in the audit log.
+    #[arg(long, global = true, env = "PADDOCK_ACTOR", default_value = "cli")]
+    actor: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Push and inspect components.
+    #[command(subcommand)]
+    Component(ComponentCmd),
+    /// Apply and list jobs.
+    #[command(subcommand)]
+    Job(JobCmd),
+    /// Set and list resource groups.
+    #[command(subcommand)]
+    Group(GroupCmd),
+    /// Create, list and show triggers.
+    #[command(subcommand)]
+    Trigger(TriggerCmd),
+    /// Run the runner loop until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
+    /// Read and verify the audit log.
+    #[command(subcommand)]
+    Audit(AuditCmd),
+    /// Run the embedded demo on a fresh SQLite database and print the results.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Subcommand)]
+enum ComponentCmd {
+    /// Check a component file and store it (same bytes twice: an idempotent hit).
+    Push { file: PathBuf },
+    /// Print a component's capability manifest: every import and export.
+    Inspect { digest: String },
+    /// List stored components.
+    List,
+}
+
+#[derive(Subcommand)]
+enum JobCmd {
+    /// Apply a TOML job manifest: same content → same version, changed → N+1.
+    Apply { file: PathBuf },
+    /// List jobs.
+    List,
+    /// Show a job's plan versions.
+    Show { job: String },
+}
+
+#[derive(Subcommand)]
+enum GroupCmd {
+    /// Create or change a resource group.
+    Set {
+        name: String,
+        /// Fuel per attempt.
+        #[arg(long, default_value_t = 10_000_000_000)]
+        fuel: i64,
+        /// Memory cap per attempt, in bytes (suffixes KiB/MiB/GiB accepted).
+        #[arg(long, default_value = "64MiB")]
+        memory: String,
+        /// Wall-clock deadline per attempt (e.g. 60s).
+        #[arg(long, default_value = "60s")]
+        deadline: String,
+        /// Attempts of this group running at once.
+        #[arg(long, default_value_t = 16)]
+        concurrency: i64,
+        /// An import beyond paddock:job to grant (repeatable).
+        #[arg(long = "grant")]
+        grants: Vec<String>,
+    },
+    /// List resource groups.
+    List,
+}
+
+#[derive(Subcommand)]
+enum TriggerCmd {
+    /// Create a manual trigger for JOB (its latest plan version).
+    Run {
+        job: String,
+        /// A param for this trigger, k=v (v parsed as JSON if it can be).
+        #[arg(long = "param", value_parser = parse_param)]
+        params: Vec<(String, serde_json::Value)>,
+        /// Run due triggers in this process until idle, then show this one.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List the newest triggers.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Show one trigger with its attempts.
+    Show { id: i64 },
+}
+
+#[derive(Subcommand)]
+enum AuditCmd {
+    /// Verify the hash chain end to end.
+    Verify,
+    /// Print the audit log.
+    List,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Attempts running at once in this process.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Lease length (e.g. 30s).
+    #[arg(long, default_value = "30s")]
+    lease: String,
+    /// Heartbeat period (default: lease / 4).
+    #[arg(long)]
+    heartbeat: Option<String>,
+    /// Poll interval when nothing wakes the runner.
+    #[arg(long, default_value = "250ms")]
+    poll: String,
+    /// Runner id recorded on leases (default: runner-HOST-PID).
+    #[arg(long)]
+    runner_id: Option<String>,
+}
+
+fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
+    let (k, v) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not k=v"))?;
+    let value = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.into()));
+    Ok((k.to_string(), value))
+}
+
+/// Parse `64MiB`, `1GiB`, `512KiB` or plain bytes.
+pub fn parse_bytes(text: &str) -> anyhow::Result<i64> {
+    let t = text.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("GiB") {
+        (n, 1i64 << 30)
+    } else if let Some(n) = t.strip_suffix("MiB") {
+        (n, 1 << 20)
+    } else if let Some(n) = t.strip_suffix("KiB") {
+        (n, 1 << 10)
+    } else {
+        (t, 1)
+    };
+    let n: i64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("'{text}' is not a size (use bytes, KiB, MiB or GiB)"))?;
+    Ok(n * mult)
+}
+
+fn duration_arg(text: &str) -> anyhow::Result<Duration> {
+    crate::time::parse_duration(text).map_err(anyhow::Error::msg)
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+                .unwrap_or_else(|_| "paddock=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The pieces every command needs.
+pub struct Host {
+    pub store: Store,
+    pub sandbox: Arc<Sandbox>,
+    pub registry: Registry,
+}
+
+impl Host {
+    pub async fn open(database_url: &str) -> anyhow::Result<Self> {
+        let store = Store::open(database_url)
+            .await
+            .with_context(|| format!("opening {database_url}"))?;
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: cache_dir(),
+            ..SandboxConfig::default()
+        })?;
+        let registry = Registry::new(store.clone(), sandbox.clone());
+        Ok(Self {
+            store,
+            sandbox,
+            registry,
+        })
+    }
+}
+
+/// Compiled code is cached by content under the user's cache folder.
+fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("paddock").join("wasmtime"))
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Demo(args) = cli.command {
+        return demo::run(args).await;
+    }
+    let host = Host::open(&cli.database_url).await?;
+    let actor = cli.actor.as_str();
+    match cli.command {
+        Command::Component(ComponentCmd::Push { file }) => {
+            let pushed = host.registry.component_push_file(&file, actor).await?;
+            println!(
+                "{} sha256:{}",
+                if pushed.created { "stored" } else { "unchanged (already stored)" },
+                pushed.digest
+            );
+            print::manifest(&pushed.manifest);
+        }
+        Command::Component(ComponentCmd::Inspect { digest }) => {
+            let digest = digest.trim_start_matches("sha256:");
+            let record = host
+                .store
+                .component_get(digest)
+                .await?
+                .with_context(|| format!("no component sha256:{digest}"))?;
+            println!("component sha256:{}  ({} bytes, pushed by {})", record.digest, record.size_bytes, record.pushed_by);
+            print::manifest(&serde_json::from_str(&record.manifest)?);
+        }
+        Command::Component(ComponentCmd::List) => {
+            for c in host.store.components_list().await? {
+                println!("sha256:{}  {:>9} bytes  {}", c.digest, c.size_bytes, c.pushed_by);
+            }
+        }
+        Command::Job(JobCmd::Apply { file }) => {
+            let (job, outcome) = host.registry.job_apply_file(&file, actor).await?;
+            match outcome {
+                crate::store::ApplyOutcome::Created { version, digest } => {
+                    println!("job {job}: created version {version} (plan digest {digest})")
+                }
+                crate::store::ApplyOutcome::Unchanged { version, digest } => println!(
+                    "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
+                ),
+            }
+        }
+        Command::Job(JobCmd::List) => {
+            for j in host.store.jobs_list().await? {
+                println!("{:<32} tenant={:<16} latest=v{}", j.job_id, j.tenant, j.latest_version);
+            }
+        }
+        Command::Job(JobCmd::Show { job }) => {
+            let versions = host.store.plan_versions(&job).await?;
+            if versions.is_empty() {
+                bail!("no job '{job}'");
+            }
+            for v in versions {
+                println!("v{}  digest {}  component sha256:{}  group {}", v.version, v.digest, v.component_digest, v.resource_group);
+                println!("    {}", v.spec);
+            }
+        }
+        Command::Group(GroupCmd::Set { name, fuel, memory, deadline, concurrency, grants }) => {
+            let group = ResourceGroup {
+                name: name.clone(),
+                fuel_per_attempt: fuel,
+                memory_bytes: parse_bytes(&memory)?,
+                deadline_ms: duration_arg(&deadline)?.as_millis() as i64,
+                max_concurrency: concurrency,
+                grants: serde_json::to_string(&grants)?,
+            };
+            host.registry.group_put(group, actor).await?;
+            println!("group {name} set");
+        }
+        Command::Group(GroupCmd::List) => print::groups(&host.store.groups_list().await?),
+        Command::Trigger(TriggerCmd::Run { job, params, wait }) => {
+            let params: serde_json::Map<_, _> = params.into_iter().collect();
+            let (trigger, created) = host
+                .store
+                .trigger_create(&NewTrigger {
+                    job_id: job,
+                    plan_version: None,
+                    origin: "manual".into(),
+                    scheduled_at: None,
+                    partition_key: None,
+                    params: serde_json::Value::Object(params),
+                })
+                .await?;
+            println!(
+                "trigger {} {} ({})",
+                trigger.id,
+                if created { "created" } else { "already existed" },
+                trigger.plan_key
+            );
+            if wait {
+                let runner = Runner::new(host.store.clone(), host.sandbox.clone(), RunnerConfig::default());
+                runner.run_until_idle().await?;
+                print::trigger_detail(&host.store, trigger.id).await?;
+            }
+        }
+        Command::Trigger(TriggerCmd::List { limit }) => {
+            print::trigger_table(&host.store.triggers_list(limit).await?, &host.store).await?
+        }
+        Command::Trigger(TriggerCmd::Show { id }) => print::trigger_detail(&host.store, id).await?,
+        Command::Serve(args) => serve(&host, args).await?,
+        Command::Audit(AuditCmd::Verify) => {
+            let entries = host.store.audit_list().await?;
+            match crate::audit::verify_chain(&entries) {
+                Ok(n) => println!("audit log intact: {n} entries, chain verified"),
+                Err(e) => {
+                    println!("audit log BROKEN: {e}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+        Command::Audit(AuditCmd::List) => {
+            for e in host.store.audit_list().await? {
+                println!("{:>5} {} {:<10} {:<20} {:<40} {}", e.seq, crate::time::rfc3339(crate::time::from_millis(e.at)), e.actor, e.action, e.subject, e.detail);
+            }
+        }
+        Command::Demo(_) => unreachable!("handled above"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
+    let lease = duration_arg(&args.lease)?;
+    let mut config = RunnerConfig {
+        lease,
+        heartbeat_every: lease / 4,
+        max_concurrency: args.concurrency,
+        poll_interval: duration_arg(&args.poll)?,
+        ..RunnerConfig::default()
+    };
+    if let Some(h) = args.heartbeat {
+        config.heartbeat_every = duration_arg(&h)?;
+    }
+    if let Some(id) = args.runner_id {
+        config.runner_id = id;
+    }
+    eprintln!("paddock serve: runner {} (lease {:?}, heartbeat {:?})", config.runner_id, config.lease, config.heartbeat_every);
+    let runner = Runner::new(host.store.clone(), host.sandbox.clone(), config);
+    runner.run(shutdown_signal()).await;
+    eprintln!("paddock serve: stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_binary_suffixes() {
+        assert_eq!(parse_bytes("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn params_parse_json_values_and_fall_back_to_strings() {
+        assert_eq!(parse_param("n=3").unwrap(), ("n".into(), serde_json::json!(3)));
+        assert_eq!(parse_param("name=bob").unwrap(), ("name".into(), serde_json::json!("bob")));
+        assert!(parse_param("novalue").is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! The embedded demo: a fresh SQLite database, the example components and
+//! jobs, one trigger each, a runner until idle, and the table of results.
+//! It checks each job ended the way it should and exits non-zero if not,
+//! so the demo doubles as a smoke test of a fresh machine.
+
+use super::{Host, print};
+use crate::lease::{Runner, RunnerConfig};
+use crate::store::{NewTrigger, ResourceGroup};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Folder of example job manifests.
+    #[arg(long, default_value = "examples/jobs")]
+    examples: PathBuf,
+    /// Folder of built guest components (for the forbidden-import check).
+    #[arg(long, default_value = "target/guests")]
+    guests: PathBuf,
+    /// Database to use (default: a fresh file in a temporary folder).
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
+/// (job, expected trigger state, expected error class)
+const EXPECTED: &[(&str, &str, Option<&str>)] = &[
+    ("hello", "succeeded", None),
+    ("trap", "failed", Some("guest_panic")),
+    ("spin", "failed", Some("fuel_exhausted")),
+    ("hog", "failed", Some("memory_limit")),
+];
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let dir = tempfile_dir()?;
+    let url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", dir.join("demo.db").display()));
+    println!("== Paddock demo on {url}");
+    let host = Host::open(&url).await?;
+    let actor = "demo";
+
+    host.registry
+        .group_put(
+            ResourceGroup {
+                name: "tight".into(),
+                fuel_per_attempt: 200_000_000,
+                memory_bytes: 16 << 20,
+                deadline_ms: 5_000,
+                max_concurrency: 4,
+                grants: "[]".into(),
+            },
+            actor,
+        )
+        .await?;
+    println!("== resource groups");
+    print::groups(&host.store.groups_list().await?);
+
+    println!("== a component importing what the host does not provide is refused");
+    let forbidden = args.guests.join("forbidden.wasm");
+    match host.registry.component_push_file(&forbidden, actor).await {
+        Ok(_) => anyhow::bail!("the forbidden component was accepted"),
+        Err(e) => println!("   refused: {e}"),
+    }
+
+    println!("== jobs");
+    for (job, _, _) in EXPECTED {
+        let path = args.examples.join(format!("{job}.toml"));
+        let (id, outcome) = host
+            .registry
+            .job_apply_file(&path, actor)
+            .await
+            .with_context(|| format!("applying {}", path.display()))?;
+        println!("   {id}: v{} ({outcome:?})", outcome.version());
+    }
+    let (_, again) = host
+        .registry
+        .job_apply_file(&args.examples.join("hello.toml"), actor)
+        .await?;
+    println!("   re-applying hello.toml: {again:?} (idempotent)");
+
+    let mut ids = Vec::new();
+    for (job, _, _) in EXPECTED {
+        let params = if *job == "hello" {
+            serde_json::json!({ "name": "paddock demo" })
+        } else {
+            serde_json::json!({})
+        };
+        let (t, _) = host
+            .store
+            .trigger_create(&NewTrigger {
+                job_id: job.to_string(),
+                plan_version: None,
+                origin: "manual".into(),
+                scheduled_at: None,
+                partition_key: None,
+                params,
+            })
+            .await?;
+        ids.push(t.id);
+    }
+    println!("== running {} triggers", ids.len());
+    let runner = Runner::new(host.store.clone(), host.sandbox.clone(), RunnerConfig::default());
+    runner.run_until_idle().await?;
+
+    let mut triggers = Vec::new();
+    for id in &ids {
+        triggers.push(host.store.trigger_get(*id).await?);
+    }
+    println!("== results");
+    print::trigger_table(&triggers, &host.store).await?;
+
+    let entries = host.store.audit_list().await?;
+    let verified = crate::audit::verify_chain(&entries);
+    println!("== audit log: {} entries, chain {}", entries.len(), if verified.is_ok() { "verified" } else { "BROKEN" });
+
+    let mut ok = verified.is_ok();
+    for ((job, state, class), t) in EXPECTED.iter().zip(&triggers) {
+        if t.state != *state || t.error_class.as_deref() != *class {
+            println!("!! {job}: expected {state} {class:?}, got {} {:?}", t.state, t.error_class);
+            ok = false;
+        }
+    }
+    host.store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", if ok { "== demo OK: every job ended as expected" } else { "== demo FAILED" });
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("paddock-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -1,0 +1,125 @@
+//! Human-readable output for the CLI.
+
+use crate::registry::capability::CapabilityManifest;
+use crate::store::{ResourceGroup, Store, TriggerRecord};
+use crate::time::{from_millis, rfc3339};
+
+pub fn manifest(m: &CapabilityManifest) {
+    println!("imports ({}):", m.imports.len());
+    for i in &m.imports {
+        println!("  {:<40} {:<10} {}", i.name, i.kind, i.functions.join(", "));
+    }
+    println!("exports ({}):", m.exports.len());
+    for e in &m.exports {
+        println!("  {:<40} {:<10} {}", e.name, e.kind, e.functions.join(", "));
+    }
+}
+
+pub fn groups(groups: &[ResourceGroup]) {
+    println!("{:<16} {:>14} {:>12} {:>10} {:>6}  grants", "group", "fuel", "memory", "deadline", "conc");
+    for g in groups {
+        println!(
+            "{:<16} {:>14} {:>12} {:>9}ms {:>6}  {}",
+            g.name, g.fuel_per_attempt, human_bytes(g.memory_bytes), g.deadline_ms, g.max_concurrency, g.grants
+        );
+    }
+}
+
+pub fn human_bytes(b: i64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// A result as text: UTF-8 if it is, else its length.
+pub fn output_text(result: &Option<Vec<u8>>, max: usize) -> String {
+    match result {
+        None => String::new(),
+        Some(bytes) => match std::str::from_utf8(bytes) {
+            Ok(s) if s.len() > max => format!("{}…", &s[..s.floor_char_boundary(max)]),
+            Ok(s) => s.to_string(),
+            Err(_) => format!("<{} bytes>", bytes.len()),
+        },
+    }
+}
+
+/// One line per trigger with its last attempt's figures.
+pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow::Result<()> {
+    println!(
+        "{:>4} {:<10} {:<11} {:>3} {:<18} {:>12} {:>10} {:>8}  result / error",
+        "id", "job", "state", "att", "error class", "fuel", "peak mem", "wall"
+    );
+    for t in triggers {
+        let attempts = store.attempts_for(t.id).await?;
+        let last = attempts.last();
+        let detail = match (&t.result, &t.error_message) {
+            (Some(_), _) => output_text(&t.result, 60),
+            (None, Some(m)) => m.chars().take(60).collect(),
+            _ => String::new(),
+        };
+        println!(
+            "{:>4} {:<10} {:<11} {:>3} {:<18} {:>12} {:>10} {:>6}ms  {}",
+            t.id,
+            t.job_id,
+            t.state,
+            t.attempts,
+            t.error_class.clone().unwrap_or_default(),
+            last.and_then(|a| a.fuel_used).map(|f| f.to_string()).unwrap_or_default(),
+            last.and_then(|a| a.peak_memory_bytes).map(human_bytes).unwrap_or_default(),
+            last.and_then(|a| a.wall_ms).unwrap_or_default(),
+            detail
+        );
+    }
+    Ok(())
+}
+
+/// A trigger with every attempt.
+pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
+    let t = store.trigger_get(id).await?;
+    println!("trigger {}  {}", t.id, t.plan_key);
+    println!("  job           {} v{} (tenant {}, group {})", t.job_id, t.plan_version, t.tenant, t.resource_group);
+    println!("  origin        {}", t.origin);
+    println!("  scheduled at  {}", rfc3339(from_millis(t.scheduled_at)));
+    println!("  state         {}", t.state);
+    println!("  fencing token {}", t.fencing_token);
+    if let Some(c) = &t.error_class {
+        println!("  error class   {c}");
+    }
+    if let Some(m) = &t.error_message {
+        println!("  error         {m}");
+    }
+    if t.result.is_some() {
+        println!("  output        {}", output_text(&t.result, 2000));
+    }
+    for a in store.attempts_for(id).await? {
+        println!(
+            "  attempt {} token {} by {}: {} {}",
+            a.attempt_no,
+            a.fencing_token,
+            a.runner_id,
+            a.outcome.clone().unwrap_or_else(|| "running".into()),
+            a.error_class.clone().unwrap_or_default()
+        );
+        println!(
+            "    fuel used {}  peak memory {}  wall {} ms",
+            a.fuel_used.unwrap_or_default(),
+            human_bytes(a.peak_memory_bytes.unwrap_or_default()),
+            a.wall_ms.unwrap_or_default()
+        );
+        if let Some(m) = &a.error_message {
+            println!("    error: {m}");
+        }
+        if let Some(log) = a.log.as_deref().filter(|l| !l.is_empty()) {
+            for line in log.lines() {
+                println!("    | {line}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! The execution plane's control loop: claim due triggers with a lease and a
+//! fencing token, heartbeat while the guest runs, and commit the result only
+//! if the token is still current.
+//!
+//! Invariants:
+//! - a claim increments the trigger's fencing token in the claiming
+//!   statement, with the lease measured on the database clock;
+//! - every write an attempt makes carries its token in the same statement
+//!   (see [`crate::store`]); a refused write closes the attempt's commit
+//!   gate and the guest is told `lease-lost` at its next host call, or
+//!   interrupted at the next epoch tick;
+//! - after `max_missed_heartbeats` consecutive failed renewals the runner
+//!   closes the gate itself rather than trust a lease it cannot confirm;
+//! - heartbeats run as async tasks on the runtime while guests run on
+//!   blocking threads, so a busy guest cannot starve its own heartbeat.
+
+pub mod runner;
+pub mod transitions;
+
+pub use runner::{AttemptSummary, Runner, RunnerConfig};

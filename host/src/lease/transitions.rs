@@ -1,0 +1,174 @@
+//! Pure transition logic: the trigger state machine, what an attempt's
+//! result means for its trigger, and retry backoff with jitter.
+//!
+//! ```text
+//! pending ──claim──▶ running ──▶ succeeded | failed
+//!    ▲                  │  └──▶ retry_wait ──(next_run_at)──▶ claimable again
+//!    │                  └──(lease expires)──▶ claimable by another runner, token + 1
+//! ```
+//! `succeeded` and `failed` are terminal: a completed trigger is never
+//! rewritten.
+
+use crate::registry::manifest::RetryPolicy;
+use crate::sandbox::report::error_class_name;
+use crate::sandbox::wit::types::ErrorClass;
+use crate::sandbox::{RunReport, RunResult, TrapKind};
+use crate::store::AttemptEnd;
+
+/// Trigger states.
+pub const STATES: &[&str] = &["pending", "running", "retry_wait", "succeeded", "failed", "cancelled"];
+
+/// Whether the state machine allows `from → to`.
+pub fn is_legal(from: &str, to: &str) -> bool {
+    matches!(
+        (from, to),
+        ("pending", "running")
+            | ("retry_wait", "running")
+            | ("running", "running") // takeover of an expired lease
+            | ("running", "succeeded")
+            | ("running", "failed")
+            | ("running", "retry_wait")
+            | ("pending", "cancelled")
+            | ("retry_wait", "cancelled")
+    )
+}
+
+/// Whether a failure of this kind is worth another attempt.
+fn retriable(result: &RunResult) -> bool {
+    match result {
+        RunResult::Output(_) => false,
+        RunResult::JobFailed { class, .. } => {
+            matches!(class, ErrorClass::Transient | ErrorClass::Unknown)
+        }
+        // Limits are deterministic for the same code and limits: retrying
+        // burns the same budget again. Host errors are ours, not the guest's.
+        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::HostError),
+    }
+}
+
+/// Delay before attempt `attempt_no + 1`: exponential from
+/// `backoff_ms`, capped at `backoff_max_ms`; with jitter, uniformly in
+/// `[d/2, d]` so synchronized failures spread out but never retry sooner
+/// than half the base delay. `unit` is a random number in `[0, 1)`.
+pub fn backoff_ms(policy: &RetryPolicy, attempt_no: u32, unit: f64) -> u64 {
+    let exp = attempt_no.saturating_sub(1).min(32);
+    let base = policy
+        .backoff_ms
+        .saturating_mul(1u64 << exp)
+        .min(policy.backoff_max_ms);
+    if policy.jitter {
+        let half = base / 2;
+        half + ((base - half) as f64 * unit.clamp(0.0, 1.0)) as u64
+    } else {
+        base
+    }
+}
+
+/// What an attempt's report means for its trigger.
+pub fn attempt_end(report: &RunReport, attempt_no: u32, policy: &RetryPolicy, unit: f64) -> AttemptEnd {
+    let (result, class, message) = match &report.result {
+        RunResult::Output(out) => (Some(out.clone()), None, None),
+        RunResult::JobFailed { class, message } => {
+            (None, Some(error_class_name(*class).to_string()), Some(message.clone()))
+        }
+        RunResult::Trapped { kind, message } => {
+            (None, Some(kind.as_str().to_string()), Some(message.clone()))
+        }
+    };
+    let succeeded = matches!(report.result, RunResult::Output(_));
+    let retry = !succeeded && retriable(&report.result) && attempt_no < policy.max_attempts;
+    AttemptEnd {
+        trigger_state: if succeeded {
+            "succeeded"
+        } else if retry {
+            "retry_wait"
+        } else {
+            "failed"
+        },
+        retry_after_ms: retry.then(|| backoff_ms(policy, attempt_no, unit) as i64),
+        result,
+        error_class: class,
+        error_message: message,
+        attempt_outcome: if succeeded { "succeeded" } else { "failed" },
+        fuel_used: report.fuel_used.min(i64::MAX as u64) as i64,
+        peak_memory_bytes: report.peak_memory_bytes.min(i64::MAX as u64) as i64,
+        wall_ms: report.wall.as_millis().min(i64::MAX as u128) as i64,
+        log: report.log.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn policy(max_attempts: u32, jitter: bool) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts,
+            backoff_ms: 1000,
+            backoff_max_ms: 10_000,
+            jitter,
+        }
+    }
+
+    fn report(result: RunResult) -> RunReport {
+        RunReport {
+            result,
+            fuel_used: 10,
+            peak_memory_bytes: 65536,
+            wall: Duration::from_millis(3),
+            log: String::new(),
+        }
+    }
+
+    #[test]
+    fn completed_triggers_are_never_rewritten() {
+        for to in STATES {
+            assert!(!is_legal("succeeded", to));
+            assert!(!is_legal("failed", to));
+        }
+        assert!(is_legal("pending", "running"));
+        assert!(!is_legal("pending", "succeeded"));
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_jitter_stays_in_the_upper_half() {
+        let p = policy(10, false);
+        assert_eq!(backoff_ms(&p, 1, 0.0), 1000);
+        assert_eq!(backoff_ms(&p, 2, 0.0), 2000);
+        assert_eq!(backoff_ms(&p, 5, 0.0), 10_000);
+        let j = policy(10, true);
+        for unit in [0.0, 0.3, 0.999] {
+            let d = backoff_ms(&j, 3, unit);
+            assert!((2000..=4000).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn transient_failures_retry_within_the_budget_then_fail() {
+        let r = report(RunResult::JobFailed {
+            class: ErrorClass::Transient,
+            message: "busy".into(),
+        });
+        let end = attempt_end(&r, 1, &policy(3, false), 0.5);
+        assert_eq!(end.trigger_state, "retry_wait");
+        assert_eq!(end.retry_after_ms, Some(1000));
+        assert_eq!(attempt_end(&r, 3, &policy(3, false), 0.5).trigger_state, "failed");
+    }
+
+    #[test]
+    fn permanent_failures_and_limits_are_not_retried() {
+        let permanent = report(RunResult::JobFailed {
+            class: ErrorClass::Permanent,
+            message: "no".into(),
+        });
+        assert_eq!(attempt_end(&permanent, 1, &policy(3, true), 0.5).trigger_state, "failed");
+        let fuel = report(RunResult::Trapped {
+            kind: TrapKind::FuelExhausted,
+            message: "fuel".into(),
+        });
+        let end = attempt_end(&fuel, 1, &policy(3, true), 0.5);
+        assert_eq!(end.trigger_state, "failed");
+        assert_eq!(end.error_class.as_deref(), Some("fuel_exhausted"));
+    }
+}

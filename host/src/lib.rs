@@ -1,0 +1,35 @@
+//! Paddock: a host that runs job logic shipped as sandboxed WebAssembly
+//! components, under leases and fencing tokens, with every side effect made
+//! idempotent by the host.
+//!
+//! # Layout
+//!
+//! - [`registry`]: components (content-addressed, with capability manifests),
+//!   jobs and immutable plan versions, resource groups — the admin plane.
+//! - [`schedule`]: what should run and when — cron in time zones, DST,
+//!   misfire and overlap policies, shards and scan windows (pure logic).
+//! - [`lease`]: claiming triggers with a lease and a fencing token,
+//!   heartbeats, committing results only under a current token — the
+//!   execution plane's control loop.
+//! - [`sandbox`]: wasmtime engine, per-group limits (fuel, memory, deadline),
+//!   the host side of the WIT interfaces, trap classification.
+//! - [`effects`]: the side-effect gateway guests call through (the host side
+//!   of `paddock:job/effects`).
+//! - [`audit`]: the hash-chained, append-only audit log.
+//! - [`store`]: the database — the single source of truth — and its
+//!   migrations. All instants come from the database clock.
+//! - [`cli`]: the `paddock` command line and the embedded demo.
+//!
+//! The database decides every identity; memory only makes things faster.
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod cli;
+pub mod effects;
+pub mod lease;
+pub mod registry;
+pub mod sandbox;
+pub mod store;
+pub mod time;
+
+pub use store::Store;

@@ -1,0 +1,222 @@
+//! The registry: components, jobs, immutable plan versions and resource
+//! groups — what admins and teams register, and what security reviewers
+//! audit.
+//!
+//! Invariants:
+//! - components are content-addressed by sha256 and immutable; pushing the
+//!   same bytes again is an idempotent hit;
+//! - a component is stored only after it compiled, type-checked against the
+//!   host's WIT, and imports nothing the host does not provide;
+//! - plan versions are immutable; see [`manifest`] for what re-applying
+//!   means. Every registration and every refusal is in the audit log.
+
+pub mod capability;
+pub mod manifest;
+
+use crate::sandbox::{Sandbox, SandboxError};
+use crate::store::{ApplyOutcome, ResourceGroup, Store, StoreError};
+use capability::CapabilityManifest;
+use manifest::{JobManifest, ManifestError};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why a registration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{0}")]
+    Manifest(#[from] ManifestError),
+    #[error("component refused: {0}")]
+    Component(#[from] SandboxError),
+    #[error("{0}")]
+    Capability(#[from] capability::CapabilityError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("cannot read '{path}': {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("unknown resource group '{0}'; create it with `paddock group set {0} ...`")]
+    UnknownGroup(String),
+    #[error("no component sha256:{0} has been pushed")]
+    UnknownComponent(String),
+    #[error("resource group '{name}': {problem}")]
+    BadGroup { name: String, problem: String },
+}
+
+/// What a push did.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    pub digest: String,
+    pub created: bool,
+    pub manifest: CapabilityManifest,
+}
+
+/// The admin-side operations, over the store and the sandbox (which checks
+/// components).
+#[derive(Clone)]
+pub struct Registry {
+    store: Store,
+    sandbox: Arc<Sandbox>,
+}
+
+impl Registry {
+    pub fn new(store: Store, sandbox: Arc<Sandbox>) -> Self {
+        Self { store, sandbox }
+    }
+
+    /// Check and store a component. Nothing is stored if any check fails.
+    pub async fn component_push(&self, bytes: &[u8], actor: &str) -> Result<Pushed, RegistryError> {
+        let digest = manifest::sha256_hex(bytes);
+        if let Some(existing) = self.store.component_get(&digest).await? {
+            // Same bytes, same verdict: still record the idempotent hit.
+            self.store
+                .component_put(&digest, bytes, &existing.manifest, actor)
+                .await?;
+            let manifest = serde_json::from_str(&existing.manifest)
+                .map_err(|e| StoreError::Conflict(format!("stored manifest unreadable: {e}")))?;
+            return Ok(Pushed {
+                digest,
+                created: false,
+                manifest,
+            });
+        }
+        let (_, manifest) = match self.sandbox.inspect(bytes) {
+            Ok(checked) => checked,
+            Err(error) => {
+                self.store
+                    .audit_record(
+                        actor,
+                        "component.rejected",
+                        &format!("sha256:{digest}"),
+                        serde_json::json!({ "reason": error.to_string() }),
+                    )
+                    .await?;
+                return Err(error.into());
+            }
+        };
+        let json = serde_json::to_string(&manifest).expect("manifest serialises");
+        let created = self
+            .store
+            .component_put(&digest, bytes, &json, actor)
+            .await?;
+        Ok(Pushed {
+            digest,
+            created,
+            manifest,
+        })
+    }
+
+    pub async fn component_push_file(&self, path: &Path, actor: &str) -> Result<Pushed, RegistryError> {
+        let bytes = std::fs::read(path).map_err(|error| RegistryError::Io {
+            path: path.display().to_string(),
+            error,
+        })?;
+        self.component_push(&bytes, actor).await
+    }
+
+    /// Apply a job manifest read from `path` (component paths in it are
+    /// relative to the manifest's folder).
+    pub async fn job_apply_file(&self, path: &Path, actor: &str) -> Result<(String, ApplyOutcome), RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|error| RegistryError::Io {
+            path: path.display().to_string(),
+            error,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        self.job_apply(&text, base, actor).await
+    }
+
+    /// Apply a job manifest: parse, resolve the component, check its
+    /// capabilities against the group's grants, then store or hit.
+    pub async fn job_apply(
+        &self,
+        text: &str,
+        base: &Path,
+        actor: &str,
+    ) -> Result<(String, ApplyOutcome), RegistryError> {
+        let manifest = JobManifest::parse(text)?;
+        let digest = match manifest.component.strip_prefix("sha256:") {
+            Some(d) => d.to_string(),
+            None => {
+                self.component_push_file(&base.join(&manifest.component), actor)
+                    .await?
+                    .digest
+            }
+        };
+        let component = self
+            .store
+            .component_get(&digest)
+            .await?
+            .ok_or_else(|| RegistryError::UnknownComponent(digest.clone()))?;
+        let group = self
+            .store
+            .group_get(&manifest.resource_group)
+            .await?
+            .ok_or_else(|| RegistryError::UnknownGroup(manifest.resource_group.clone()))?;
+        let capabilities: CapabilityManifest = serde_json::from_str(&component.manifest)
+            .map_err(|e| StoreError::Conflict(format!("stored manifest unreadable: {e}")))?;
+        if let Err(error) =
+            capability::check_granted(&capabilities, &group.name, &group.grant_list())
+        {
+            self.store
+                .audit_record(
+                    actor,
+                    "plan.rejected",
+                    &manifest.id,
+                    serde_json::json!({ "reason": error.to_string() }),
+                )
+                .await?;
+            return Err(error.into());
+        }
+        let spec = manifest.to_spec(&digest)?;
+        let outcome = self
+            .store
+            .plan_apply(&manifest.id, &spec, manifest.version, actor)
+            .await?;
+        Ok((manifest.id, outcome))
+    }
+
+    /// Create or change a resource group, refusing limits the sandbox
+    /// cannot honour.
+    pub async fn group_put(&self, group: ResourceGroup, actor: &str) -> Result<(), RegistryError> {
+        let bad = |problem: String| RegistryError::BadGroup {
+            name: group.name.clone(),
+            problem,
+        };
+        let ceiling = self.sandbox.config().memory_ceiling_bytes;
+        if group.memory_bytes <= 0 || group.memory_bytes as u64 > ceiling {
+            return Err(bad(format!(
+                "memory must be between 1 byte and the host's ceiling of {ceiling} bytes"
+            )));
+        }
+        if group.fuel_per_attempt <= 0 || group.deadline_ms <= 0 || group.max_concurrency <= 0 {
+            return Err(bad("fuel, deadline and concurrency must be positive".into()));
+        }
+        if serde_json::from_str::<Vec<String>>(&group.grants).is_err() {
+            return Err(bad("grants must be a JSON array of import names".into()));
+        }
+        self.store.group_put(&group, actor).await?;
+        Ok(())
+    }
+}
+
+/// A trigger's identity: `job@scheduled_at(UTC)@vN[#partition]`.
+pub fn plan_key(job_id: &str, scheduled_at_ms: i64, version: u32, partition: Option<&str>) -> String {
+    let at = crate::time::rfc3339(crate::time::from_millis(scheduled_at_ms));
+    match partition {
+        Some(p) => format!("{job_id}@{at}@v{version}#{p}"),
+        None => format!("{job_id}@{at}@v{version}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_keys_name_job_instant_version_and_partition() {
+        let at = 1_805_007_600_000; // 2027-03-14T07:00:00Z
+        assert_eq!(plan_key("report", at, 3, None), "report@2027-03-14T07:00:00Z@v3");
+        assert_eq!(
+            plan_key("report", at + 5, 3, Some("eu")),
+            "report@2027-03-14T07:00:00.005Z@v3#eu"
+        );
+    }
+}

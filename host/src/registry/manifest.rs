@@ -1,0 +1,374 @@
+//! Job manifests (TOML) and the immutable plan spec they become.
+//!
+//! Pure: parsing, validation, canonical JSON, digests, and the decision of
+//! what re-applying a manifest means ([`decide_apply`]).
+//!
+//! Invariants:
+//! - the digest of a plan is sha256 over its canonical JSON (object keys
+//!   sorted, no insignificant whitespace), so the same content always has
+//!   the same digest whatever order the manifest wrote it in;
+//! - re-applying the latest content is an idempotent hit; an explicit
+//!   version number is never reused for different content.
+
+use crate::time::parse_duration;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A job manifest as written by a team (`paddock job apply FILE.toml`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobManifest {
+    /// Unique across the host; letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    pub tenant: String,
+    /// `sha256:<hex>` of a pushed component, or a path to a component file
+    /// (relative to the manifest), which is pushed first.
+    pub component: String,
+    #[serde(default = "default_group")]
+    pub resource_group: String,
+    /// An explicit version number: applying it again with other content is
+    /// refused. Without it, changed content becomes latest + 1.
+    pub version: Option<u32>,
+    /// Lower runs first among due triggers.
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub params: toml::Table,
+    #[serde(default)]
+    pub retry: RetryManifest,
+    /// Connectors this job's effects may use.
+    #[serde(default)]
+    pub connectors: Vec<String>,
+    /// The schedule (cron, interval, at, manual). Absent means manual-only.
+    #[serde(default)]
+    pub schedule: Option<toml::Table>,
+}
+
+fn default_group() -> String {
+    "default".into()
+}
+
+/// The retry budget as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryManifest {
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_backoff")]
+    pub backoff: String,
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max: String,
+    #[serde(default = "default_true")]
+    pub jitter: bool,
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_backoff() -> String {
+    "1s".into()
+}
+fn default_backoff_max() -> String {
+    "5m".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for RetryManifest {
+    fn default() -> Self {
+        Self {
+            max_attempts: default_max_attempts(),
+            backoff: default_backoff(),
+            backoff_max: default_backoff_max(),
+            jitter: true,
+        }
+    }
+}
+
+/// The retry budget as stored (canonical units).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub backoff_ms: u64,
+    pub backoff_max_ms: u64,
+    pub jitter: bool,
+}
+
+/// The immutable content of a plan version. Its canonical JSON is what the
+/// digest covers; the job id and version number are not part of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSpec {
+    pub tenant: String,
+    pub component: String,
+    pub resource_group: String,
+    pub priority: i32,
+    pub params: Value,
+    pub retry: RetryPolicy,
+    pub connectors: Vec<String>,
+    /// Canonical schedule, or null for manual-only.
+    pub schedule: Value,
+}
+
+/// A manifest that cannot become a plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("manifest is not valid TOML: {0}")]
+    Syntax(String),
+    #[error("manifest field '{field}': {problem}")]
+    Field { field: String, problem: String },
+}
+
+fn field_error(field: &str, problem: impl Into<String>) -> ManifestError {
+    ManifestError::Field {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+impl JobManifest {
+    /// Parse TOML text. Unknown fields are refused by name.
+    pub fn parse(text: &str) -> Result<Self, ManifestError> {
+        let manifest: Self = toml::from_str(text).map_err(|e| {
+            ManifestError::Syntax(e.to_string().trim_end().replace('\n', " | "))
+        })?;
+        check_name("id", &manifest.id)?;
+        check_name("tenant", &manifest.tenant)?;
+        check_name("resource_group", &manifest.resource_group)?;
+        if manifest.version == Some(0) {
+            return Err(field_error("version", "versions start at 1"));
+        }
+        if manifest.retry.max_attempts == 0 {
+            return Err(field_error("retry.max_attempts", "must be at least 1"));
+        }
+        for c in &manifest.connectors {
+            check_name("connectors", c)?;
+        }
+        Ok(manifest)
+    }
+
+    /// The plan spec, given the digest the `component` field resolved to.
+    pub fn to_spec(&self, component_digest: &str) -> Result<PlanSpec, ManifestError> {
+        let backoff = parse_duration(&self.retry.backoff)
+            .map_err(|e| field_error("retry.backoff", e))?;
+        let backoff_max = parse_duration(&self.retry.backoff_max)
+            .map_err(|e| field_error("retry.backoff_max", e))?;
+        if backoff_max < backoff {
+            return Err(field_error(
+                "retry.backoff_max",
+                "must not be shorter than retry.backoff",
+            ));
+        }
+        let params = serde_json::to_value(&self.params)
+            .map_err(|e| field_error("params", e.to_string()))?;
+        let schedule = match &self.schedule {
+            None => Value::Null,
+            Some(table) => {
+                serde_json::to_value(table).map_err(|e| field_error("schedule", e.to_string()))?
+            }
+        };
+        let mut connectors = self.connectors.clone();
+        connectors.sort();
+        connectors.dedup();
+        Ok(PlanSpec {
+            tenant: self.tenant.clone(),
+            component: component_digest.to_string(),
+            resource_group: self.resource_group.clone(),
+            priority: self.priority,
+            params,
+            retry: RetryPolicy {
+                max_attempts: self.retry.max_attempts,
+                backoff_ms: backoff.as_millis() as u64,
+                backoff_max_ms: backoff_max.as_millis() as u64,
+                jitter: self.retry.jitter,
+            },
+            connectors,
+            schedule,
+        })
+    }
+}
+
+/// Names that appear inside plan keys must not contain their separators.
+fn check_name(field: &str, value: &str) -> Result<(), ManifestError> {
+    if value.is_empty() || value.len() > 128 {
+        return Err(field_error(field, "must be 1 to 128 characters"));
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(field_error(
+            field,
+            format!("'{value}' contains '{bad}'; use letters, digits, '.', '_' or '-'"),
+        ));
+    }
+    Ok(())
+}
+
+/// JSON with object keys sorted and no whitespace: the form digests cover.
+pub fn canonical_json(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// sha256 hex of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl PlanSpec {
+    pub fn canonical(&self) -> String {
+        canonical_json(&serde_json::to_value(self).expect("plan spec serialises"))
+    }
+
+    pub fn digest(&self) -> String {
+        sha256_hex(self.canonical().as_bytes())
+    }
+}
+
+/// What applying a manifest means, given the job's existing versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyDecision {
+    /// The content is already stored as this version: an idempotent hit.
+    Existing { version: u32 },
+    /// Store a new version with this number.
+    Create { version: u32 },
+    /// An explicit version number already holds other content.
+    VersionConflict {
+        version: u32,
+        stored_digest: String,
+    },
+    /// An explicit version number that is neither stored nor latest + 1.
+    NotNext { requested: u32, latest: u32 },
+}
+
+/// Decide what applying content with `digest` (and maybe an explicit
+/// version) does. `versions` holds (version, digest) of every stored
+/// version of the job.
+pub fn decide_apply(versions: &[(u32, String)], requested: Option<u32>, digest: &str) -> ApplyDecision {
+    let latest = versions.iter().map(|(v, _)| *v).max();
+    let stored = |v: u32| versions.iter().find(|(n, _)| *n == v).map(|(_, d)| d);
+    match requested {
+        Some(v) => match stored(v) {
+            Some(d) if d == digest => ApplyDecision::Existing { version: v },
+            Some(d) => ApplyDecision::VersionConflict {
+                version: v,
+                stored_digest: d.clone(),
+            },
+            None if v == latest.unwrap_or(0) + 1 => ApplyDecision::Create { version: v },
+            None => ApplyDecision::NotNext {
+                requested: v,
+                latest: latest.unwrap_or(0),
+            },
+        },
+        None => match latest {
+            Some(l) if stored(l).is_some_and(|d| d == digest) => {
+                ApplyDecision::Existing { version: l }
+            }
+            Some(l) => ApplyDecision::Create { version: l + 1 },
+            None => ApplyDecision::Create { version: 1 },
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        id = "nightly-report"
+        tenant = "acme"
+        component = "sha256:abc"
+        [params]
+        name = "x"
+        depth = 3
+        [retry]
+        max_attempts = 5
+        backoff = "2s"
+    "#;
+
+    #[test]
+    fn a_good_manifest_parses_with_defaults_filled_in() {
+        let m = JobManifest::parse(GOOD).unwrap();
+        assert_eq!(m.resource_group, "default");
+        let spec = m.to_spec("abc").unwrap();
+        assert_eq!(spec.retry.backoff_ms, 2000);
+        assert_eq!(spec.retry.backoff_max_ms, 300_000);
+        assert_eq!(spec.schedule, Value::Null);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_name() {
+        let err = JobManifest::parse(&format!("{GOOD}\n[extra]\nx = 1")).unwrap_err();
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+        let err = JobManifest::parse("id = \"a\"\ntenant = \"t\"\ncomponent = \"c\"\ncolour = 1").unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn malformed_toml_is_a_syntax_error() {
+        let err = JobManifest::parse("id = \"unterminated").unwrap_err();
+        assert!(matches!(err, ManifestError::Syntax(_)), "{err}");
+    }
+
+    #[test]
+    fn names_that_would_break_plan_keys_are_refused() {
+        let err = JobManifest::parse(&GOOD.replace("nightly-report", "a@b")).unwrap_err();
+        assert!(err.to_string().contains("'@'"), "{err}");
+    }
+
+    #[test]
+    fn the_digest_ignores_the_order_fields_were_written_in() {
+        let a = JobManifest::parse(GOOD).unwrap().to_spec("abc").unwrap();
+        let reordered = GOOD.replace("name = \"x\"\n        depth = 3", "depth = 3\n        name = \"x\"");
+        let b = JobManifest::parse(&reordered).unwrap().to_spec("abc").unwrap();
+        assert_eq!(a.digest(), b.digest());
+        let c = JobManifest::parse(&GOOD.replace("depth = 3", "depth = 4"))
+            .unwrap()
+            .to_spec("abc")
+            .unwrap();
+        assert_ne!(a.digest(), c.digest());
+    }
+
+    #[test]
+    fn reapplying_the_latest_content_is_an_idempotent_hit() {
+        let v = vec![(1, "d1".to_string()), (2, "d2".to_string())];
+        assert_eq!(decide_apply(&v, None, "d2"), ApplyDecision::Existing { version: 2 });
+        assert_eq!(decide_apply(&v, None, "d3"), ApplyDecision::Create { version: 3 });
+        // Going back to older content is a new version, not a rewrite.
+        assert_eq!(decide_apply(&v, None, "d1"), ApplyDecision::Create { version: 3 });
+        assert_eq!(decide_apply(&[], None, "d1"), ApplyDecision::Create { version: 1 });
+    }
+
+    #[test]
+    fn an_explicit_version_is_never_reused_for_other_content() {
+        let v = vec![(1, "d1".to_string())];
+        assert_eq!(decide_apply(&v, Some(1), "d1"), ApplyDecision::Existing { version: 1 });
+        assert_eq!(
+            decide_apply(&v, Some(1), "dx"),
+            ApplyDecision::VersionConflict {
+                version: 1,
+                stored_digest: "d1".into()
+            }
+        );
+        assert_eq!(decide_apply(&v, Some(2), "dx"), ApplyDecision::Create { version: 2 });
+        assert_eq!(
+            decide_apply(&v, Some(5), "dx"),
+            ApplyDecision::NotNext {
+                requested: 5,
+                latest: 1
+            }
+        );
+    }
+}

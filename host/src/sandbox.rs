@@ -1,0 +1,266 @@
+//! The sandbox: one wasmtime [`Engine`] (pooling allocator, copy-on-write
+//! memory images, fuel, epoch interruption, on-disk compilation cache), the
+//! host side of the `paddock:job` WIT interfaces, per-attempt limits from the
+//! resource group, and trap classification.
+//!
+//! Invariants:
+//! - a guest can harm only its own attempt: every attempt gets a fresh
+//!   `Store` with its own fuel, memory cap and wall-clock deadline, and every
+//!   way it can end (output, job error, trap, limit) becomes a [`RunReport`];
+//! - a guest never sees its fencing token; host calls go through
+//!   [`AttemptServices`], which the execution plane implements with fenced
+//!   writes;
+//! - a guest whose lease is lost is interrupted at the next epoch tick, even
+//!   if it never calls the host.
+//!
+//! The sandbox does no database I/O itself.
+
+mod bindings;
+mod limits;
+pub mod report;
+mod services;
+
+pub use bindings::{Job, JobPre, paddock::job as wit};
+pub use limits::{GuestLimits, MemoryLimiter};
+pub use report::{RunReport, RunResult, TrapKind};
+pub use services::{AttemptServices, NoServices, StopReason, StopSignal};
+
+use crate::registry::capability::{self, CapabilityManifest};
+use bindings::GuestState;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+/// How long one epoch tick lasts: the resolution of wall-clock deadlines and
+/// of interrupting a guest whose lease was lost.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Host-wide sandbox settings. Every default is listed here.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Instances that may be live at once (pooling allocator slots). Default 128.
+    pub max_instances: u32,
+    /// The largest memory any one guest may be granted; resource groups
+    /// above it are refused. Default 1 GiB.
+    pub memory_ceiling_bytes: u64,
+    /// Where compiled machine code is cached by content. Default: none.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 128,
+            memory_ceiling_bytes: 1 << 30,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Errors at the sandbox boundary (loading components, not running them —
+/// a running guest's failures are [`RunResult`]s).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("not a WebAssembly file (the first bytes are not the wasm magic number)")]
+    NotWasm,
+    #[error(
+        "this is a core WebAssembly module, not a component; turn it into a component first \
+         (for example with `wasm-tools component new` or the `wit-component` crate)"
+    )]
+    CoreModule,
+    #[error("the component is invalid: {0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Capability(#[from] capability::CapabilityError),
+    #[error("the component's imports do not match what the host provides: {0}")]
+    Link(String),
+    #[error("sandbox set-up failed: {0}")]
+    Setup(String),
+}
+
+/// A compiled, linked component ready to instantiate many times.
+#[derive(Clone)]
+pub struct Prepared {
+    pre: JobPre<GuestState>,
+    pub manifest: Arc<CapabilityManifest>,
+}
+
+/// The engine, the linker and the per-digest `InstancePre` cache.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    prepared: Mutex<HashMap<String, Prepared>>,
+    config: SandboxConfig,
+    _ticker: EpochTicker,
+}
+
+impl Sandbox {
+    pub fn new(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
+        let setup = |e: wasmtime::Error| SandboxError::Setup(e.to_string());
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .memory_init_cow(true);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(config.max_instances)
+            .total_core_instances(config.max_instances * 2)
+            .total_memories(config.max_instances)
+            .total_tables(config.max_instances * 2)
+            .max_memory_size(config.memory_ceiling_bytes as usize);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        if let Some(dir) = &config.cache_dir {
+            let mut cache = wasmtime::CacheConfig::new();
+            cache.with_directory(dir.clone());
+            wasm.cache(Some(wasmtime::Cache::new(cache).map_err(setup)?));
+        }
+        let engine = Engine::new(&wasm).map_err(setup)?;
+        let mut linker = Linker::new(&engine);
+        Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        let ticker = EpochTicker::start(&engine);
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            prepared: Mutex::new(HashMap::new()),
+            config,
+            _ticker: ticker,
+        }))
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Compile and check a component: it must be a component (not a core
+    /// module), import only what the host provides, match the host's types
+    /// and export `run`. Returns its capability manifest. Nothing is cached.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<(Component, CapabilityManifest), SandboxError> {
+        if !bytes.starts_with(b"\0asm") {
+            return Err(SandboxError::NotWasm);
+        }
+        if wasmparser::Parser::is_core_wasm(bytes) {
+            return Err(SandboxError::CoreModule);
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| SandboxError::Invalid(format!("{e:#}")))?;
+        let manifest = capability::read_manifest(&self.engine, &component);
+        capability::check_host_provides(&manifest)?;
+        // Type-check every import against the host's definitions.
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| SandboxError::Link(format!("{e:#}")))?;
+        JobPre::new(pre).map_err(|e| SandboxError::Link(format!("{e:#}")))?;
+        Ok((component, manifest))
+    }
+
+    /// The prepared component for `digest`, compiling `bytes` on first use.
+    pub fn prepare(&self, digest: &str, bytes: &[u8]) -> Result<Prepared, SandboxError> {
+        if let Some(p) = self.prepared.lock().expect("prepared cache").get(digest) {
+            return Ok(p.clone());
+        }
+        let (component, manifest) = self.inspect(bytes)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| SandboxError::Link(format!("{e:#}")))?;
+        let prepared = Prepared {
+            pre: JobPre::new(pre).map_err(|e| SandboxError::Link(format!("{e:#}")))?,
+            manifest: Arc::new(manifest),
+        };
+        self.prepared
+            .lock()
+            .expect("prepared cache")
+            .insert(digest.to_string(), prepared.clone());
+        Ok(prepared)
+    }
+
+    /// Whether `digest` is already compiled and linked in this process.
+    pub fn is_prepared(&self, digest: &str) -> bool {
+        self.prepared
+            .lock()
+            .expect("prepared cache")
+            .contains_key(digest)
+    }
+
+    /// Run one attempt to its end. Blocking: call it from a blocking thread.
+    pub fn run(
+        &self,
+        prepared: &Prepared,
+        invocation: wit::context::Invocation,
+        limits: &GuestLimits,
+        services: Arc<dyn AttemptServices>,
+        stop: Arc<StopSignal>,
+    ) -> RunReport {
+        let started = Instant::now();
+        let deadline = started + limits.deadline;
+        let state = GuestState::new(invocation, services, limits, stop);
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        // Fuel is set from the group; `set_fuel` only fails when fuel is
+        // disabled in the config, which it never is here.
+        let _ = store.set_fuel(limits.fuel);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| {
+            if let Some(reason) = ctx.data().stop.interrupting() {
+                return Err(wasmtime::Error::new(report::Interrupted::Stopped(reason)));
+            }
+            if Instant::now() >= deadline {
+                return Err(wasmtime::Error::new(report::Interrupted::Deadline));
+            }
+            Ok(wasmtime::UpdateDeadline::Continue(1))
+        });
+        let outcome = prepared
+            .pre
+            .instantiate(&mut store)
+            .and_then(|job| job.call_run(&mut store));
+        let fuel_left = store.get_fuel().unwrap_or(0);
+        let state = store.into_data();
+        let result = report::classify(outcome, &state.limiter, limits);
+        RunReport {
+            result,
+            fuel_used: limits.fuel.saturating_sub(fuel_left),
+            peak_memory_bytes: state.limiter.peak_bytes(),
+            wall: started.elapsed(),
+            log: state.log.into_text(),
+        }
+    }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own;
+/// the thread stops when the ticker (owned by the [`Sandbox`]) is dropped.
+struct EpochTicker {
+    running: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Self {
+        let running = Arc::new(AtomicBool::new(true));
+        let flag = running.clone();
+        let engine = engine.clone();
+        std::thread::Builder::new()
+            .name("paddock-epoch".into())
+            .spawn(move || {
+                while flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawn epoch ticker");
+        Self { running }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,107 @@
+//! Per-attempt limits taken from the resource group, and the memory limiter
+//! that enforces the group's cap and records the peak.
+
+use std::time::Duration;
+use wasmtime::ResourceLimiter;
+
+/// What one attempt may use.
+#[derive(Debug, Clone)]
+pub struct GuestLimits {
+    /// Fuel (roughly, wasm instructions) for the whole attempt.
+    pub fuel: u64,
+    /// Linear memory, summed over the instance's memories.
+    pub memory_bytes: u64,
+    /// Wall-clock time for the whole attempt.
+    pub deadline: Duration,
+    /// Table elements per table.
+    pub table_elements: usize,
+}
+
+impl Default for GuestLimits {
+    fn default() -> Self {
+        Self {
+            fuel: 10_000_000_000,
+            memory_bytes: 64 << 20,
+            deadline: Duration::from_secs(60),
+            table_elements: 100_000,
+        }
+    }
+}
+
+/// Enforces the memory cap for one store and remembers the high-water mark
+/// and whether a growth was denied (so a resulting trap is classified as the
+/// memory limit, not as a guest bug).
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    cap: u64,
+    table_elements: usize,
+    current: u64,
+    peak: u64,
+    denied: bool,
+}
+
+impl MemoryLimiter {
+    pub fn new(limits: &GuestLimits) -> Self {
+        Self {
+            cap: limits.memory_bytes,
+            table_elements: limits.table_elements,
+            current: 0,
+            peak: 0,
+            denied: false,
+        }
+    }
+
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak
+    }
+
+    pub fn denied(&self) -> bool {
+        self.denied
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let after = self.current + (desired - current) as u64;
+        if after > self.cap {
+            self.denied = true;
+            return Ok(false);
+        }
+        self.current = after;
+        self.peak = self.peak.max(after);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= self.table_elements)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_past_the_cap_is_denied_and_remembered() {
+        let mut l = MemoryLimiter::new(&GuestLimits {
+            memory_bytes: 1 << 20,
+            ..GuestLimits::default()
+        });
+        assert!(l.memory_growing(0, 512 << 10, None).unwrap());
+        assert!(l.memory_growing(512 << 10, 1 << 20, None).unwrap());
+        assert!(!l.denied());
+        assert!(!l.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
+        assert!(l.denied());
+        assert_eq!(l.peak_bytes(), 1 << 20);
+    }
+}

@@ -1,0 +1,121 @@
+//! What a running guest may ask of the host, as a trait the execution plane
+//! implements with fenced database writes (and the benchmark with nothing).
+//! Also the stop signal the runner uses to interrupt a guest.
+
+use super::wit::effects::{EffectError, Outcome, Request};
+use super::wit::types::Control;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The host's side of one attempt, called synchronously from the guest's
+/// thread. Implementations must be cheap when nothing changes (`control` is
+/// called at every safe point).
+pub trait AttemptServices: Send + Sync {
+    /// The answer to `context.poll`.
+    fn control(&self) -> Control;
+    /// The last checkpoint saved for this trigger, by any attempt.
+    fn load_checkpoint(&self) -> Option<Vec<u8>>;
+    /// A fenced checkpoint write; `LeaseLost` when the token is stale.
+    fn save_checkpoint(&self, state: Vec<u8>) -> Control;
+    /// Perform (or replay) one effect.
+    fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError>;
+    /// What became of an effect, by key.
+    fn query_effect(&self, connector: &str, key: &str) -> Result<Option<Outcome>, EffectError>;
+}
+
+/// Services for a guest that has nothing behind it: no checkpoints, no
+/// effects. Used by benchmarks and `component` dry runs.
+pub struct NoServices;
+
+impl AttemptServices for NoServices {
+    fn control(&self) -> Control {
+        Control::Proceed
+    }
+    fn load_checkpoint(&self) -> Option<Vec<u8>> {
+        None
+    }
+    fn save_checkpoint(&self, _state: Vec<u8>) -> Control {
+        Control::Proceed
+    }
+    fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError> {
+        Err(EffectError::NotGranted(request.connector))
+    }
+    fn query_effect(&self, connector: &str, _key: &str) -> Result<Option<Outcome>, EffectError> {
+        Err(EffectError::NotGranted(connector.to_string()))
+    }
+}
+
+/// Why the host wants a guest to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Pause requested: answered at the next host call; not forced.
+    Pause,
+    /// Cancel requested: answered at the next host call; not forced.
+    Cancel,
+    /// The lease is lost: the guest is interrupted at the next epoch tick,
+    /// whether or not it calls the host.
+    LeaseLost,
+}
+
+/// Set by the runner (heartbeat failures, pause, cancel), read by the guest's
+/// host calls and by the epoch callback.
+#[derive(Debug, Default)]
+pub struct StopSignal(AtomicU8);
+
+impl StopSignal {
+    pub fn request(&self, reason: StopReason) {
+        let code = match reason {
+            StopReason::Pause => 1,
+            StopReason::Cancel => 2,
+            StopReason::LeaseLost => 3,
+        };
+        // Keep the most severe reason: lease-lost beats cancel beats pause.
+        self.0.fetch_max(code, Ordering::SeqCst);
+    }
+
+    pub fn reason(&self) -> Option<StopReason> {
+        match self.0.load(Ordering::SeqCst) {
+            1 => Some(StopReason::Pause),
+            2 => Some(StopReason::Cancel),
+            3 => Some(StopReason::LeaseLost),
+            _ => None,
+        }
+    }
+
+    /// A reason that must interrupt the guest now, not at its next host call.
+    pub fn interrupting(&self) -> Option<StopReason> {
+        self.reason().filter(|r| *r == StopReason::LeaseLost)
+    }
+
+    /// The control answer for the guest's next safe point.
+    pub fn control(&self) -> Control {
+        match self.reason() {
+            None => Control::Proceed,
+            Some(StopReason::Pause) => Control::PauseRequested,
+            Some(StopReason::Cancel) => Control::CancelRequested,
+            Some(StopReason::LeaseLost) => Control::LeaseLost,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_severe_stop_reason_wins() {
+        let s = StopSignal::default();
+        assert_eq!(s.reason(), None);
+        s.request(StopReason::LeaseLost);
+        s.request(StopReason::Pause);
+        assert_eq!(s.reason(), Some(StopReason::LeaseLost));
+        assert_eq!(s.interrupting(), Some(StopReason::LeaseLost));
+    }
+
+    #[test]
+    fn pause_is_answered_at_a_safe_point_not_forced() {
+        let s = StopSignal::default();
+        s.request(StopReason::Pause);
+        assert_eq!(s.interrupting(), None);
+        assert!(matches!(s.control(), Control::PauseRequested));
+    }
+}

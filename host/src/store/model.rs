@@ -1,0 +1,196 @@
+//! Rows and the parameter structs of store operations.
+
+use serde::Serialize;
+
+/// A resource group: the limits its attempts run under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct ResourceGroup {
+    pub name: String,
+    pub fuel_per_attempt: i64,
+    pub memory_bytes: i64,
+    pub deadline_ms: i64,
+    pub max_concurrency: i64,
+    /// JSON array of granted imports beyond `paddock:job`.
+    pub grants: String,
+}
+
+impl ResourceGroup {
+    pub fn grant_list(&self) -> Vec<String> {
+        serde_json::from_str(&self.grants).unwrap_or_default()
+    }
+}
+
+/// A stored component, without its bytes.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ComponentRecord {
+    pub digest: String,
+    pub size_bytes: i64,
+    pub manifest: String,
+    pub pushed_by: String,
+    pub pushed_at: i64,
+}
+
+/// A job and its newest version.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct JobRecord {
+    pub job_id: String,
+    pub tenant: String,
+    pub latest_version: i64,
+    pub created_at: i64,
+}
+
+/// One immutable plan version.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct PlanVersionRecord {
+    pub job_id: String,
+    pub version: i64,
+    pub digest: String,
+    pub spec: String,
+    pub component_digest: String,
+    pub resource_group: String,
+    pub created_by: String,
+    pub created_at: i64,
+}
+
+/// What `plan_apply` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ApplyOutcome {
+    Created { version: u32, digest: String },
+    Unchanged { version: u32, digest: String },
+}
+
+impl ApplyOutcome {
+    pub fn version(&self) -> u32 {
+        match self {
+            ApplyOutcome::Created { version, .. } | ApplyOutcome::Unchanged { version, .. } => {
+                *version
+            }
+        }
+    }
+}
+
+/// A trigger row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct TriggerRecord {
+    pub id: i64,
+    pub plan_key: String,
+    pub job_id: String,
+    pub plan_version: i64,
+    pub tenant: String,
+    pub resource_group: String,
+    pub origin: String,
+    pub scheduled_at: i64,
+    pub partition_key: Option<String>,
+    pub params: String,
+    pub state: String,
+    pub priority: i64,
+    pub next_run_at: i64,
+    pub fencing_token: i64,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub attempts: i64,
+    pub result: Option<Vec<u8>>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// An attempt row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct AttemptRecord {
+    pub id: i64,
+    pub trigger_id: i64,
+    pub attempt_no: i64,
+    pub runner_id: String,
+    pub fencing_token: i64,
+    pub started_at: i64,
+    pub lease_until: i64,
+    pub heartbeat_at: Option<i64>,
+    pub ended_at: Option<i64>,
+    pub outcome: Option<String>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub fuel_used: Option<i64>,
+    pub peak_memory_bytes: Option<i64>,
+    pub wall_ms: Option<i64>,
+    pub log: Option<String>,
+}
+
+/// A new trigger.
+#[derive(Debug, Clone)]
+pub struct NewTrigger {
+    pub job_id: String,
+    /// None: the job's latest version.
+    pub plan_version: Option<u32>,
+    pub origin: String,
+    /// None: the database's now.
+    pub scheduled_at: Option<i64>,
+    pub partition_key: Option<String>,
+    /// JSON object merged over the plan's params at run time.
+    pub params: serde_json::Value,
+}
+
+/// A claimed trigger: what a runner needs to run one attempt.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claim {
+    pub trigger_id: i64,
+    pub attempt_id: i64,
+    pub attempt_no: i64,
+    pub fencing_token: i64,
+    pub lease_until: i64,
+    pub job_id: String,
+    pub tenant: String,
+    pub plan_version: i64,
+    pub plan_key: String,
+    pub scheduled_at: i64,
+    pub params: String,
+    pub resource_group: String,
+}
+
+/// The identity of a held lease, carried by every fenced write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRef {
+    pub trigger_id: i64,
+    pub attempt_id: i64,
+    pub fencing_token: i64,
+    pub owner: String,
+}
+
+impl Claim {
+    pub fn lease(&self, owner: &str) -> LeaseRef {
+        LeaseRef {
+            trigger_id: self.trigger_id,
+            attempt_id: self.attempt_id,
+            fencing_token: self.fencing_token,
+            owner: owner.to_string(),
+        }
+    }
+}
+
+/// How an attempt ended, written in one fenced transaction.
+#[derive(Debug, Clone)]
+pub struct AttemptEnd {
+    /// The trigger's next state: succeeded, failed or retry_wait.
+    pub trigger_state: &'static str,
+    /// For retry_wait: run again this many ms after the database's now.
+    pub retry_after_ms: Option<i64>,
+    pub result: Option<Vec<u8>>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    /// The attempt's own outcome: succeeded or failed.
+    pub attempt_outcome: &'static str,
+    pub fuel_used: i64,
+    pub peak_memory_bytes: i64,
+    pub wall_ms: i64,
+    pub log: String,
+}
+
+/// Triggers by state, for the conservation check.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TriggerCounts {
+    pub total: i64,
+    pub by_state: Vec<(String, i64)>,
+}

@@ -1,0 +1,810 @@
+//! The SQLite implementation of every store operation. Each query is written
+//! natively for SQLite; `now_ms!()` is the database clock. Writes that must
+//! be serialised (claims, registrations, audit appends) run under
+//! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front so two
+//! writers never both read-then-write the same rows.
+
+use super::*;
+use crate::audit::{self, AuditEntry};
+use crate::registry::manifest::{self, ApplyDecision, PlanSpec};
+use sqlx::{Sqlite, Transaction};
+
+/// The database clock, in ms since the Unix epoch.
+macro_rules! now_ms {
+    () => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+}
+
+type Tx = Transaction<'static, Sqlite>;
+
+/// The columns of a [`TriggerRecord`], as a literal for `concat!`.
+macro_rules! trigger_columns {
+    () => {
+        "id, plan_key, job_id, plan_version, tenant, resource_group, origin, scheduled_at, \
+         partition_key, params, state, priority, next_run_at, fencing_token, lease_owner, \
+         lease_until, attempts, result, error_class, error_message, created_at, updated_at, \
+         finished_at"
+    };
+}
+
+/// The columns of an [`AttemptRecord`].
+macro_rules! attempt_columns {
+    () => {
+        "id, trigger_id, attempt_no, runner_id, fencing_token, started_at, lease_until, \
+         heartbeat_at, ended_at, outcome, error_class, error_message, fuel_used, \
+         peak_memory_bytes, wall_ms, log"
+    };
+}
+
+impl Store {
+    async fn begin_immediate(&self) -> StoreResult<Tx> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// The database's clock, in ms.
+    pub async fn now_ms(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    // ---- audit log -------------------------------------------------------
+
+    /// Append an entry inside `tx`, chained to the last one.
+    async fn audit_append(
+        tx: &mut Tx,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        let last: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&mut **tx)
+                .await?;
+        let (seq, prev) = match last {
+            Some((s, h)) => (s + 1, h),
+            None => (1, audit::GENESIS.to_string()),
+        };
+        let at: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+            .fetch_one(&mut **tx)
+            .await?;
+        let detail = manifest::canonical_json(&detail);
+        let hash = audit::entry_hash(&prev, seq, at, actor, action, subject, &detail);
+        sqlx::query(
+            "INSERT INTO audit_log (seq, at, actor, action, subject, detail, prev_hash, hash) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(seq)
+        .bind(at)
+        .bind(actor)
+        .bind(action)
+        .bind(subject)
+        .bind(&detail)
+        .bind(&prev)
+        .bind(&hash)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Append one audit entry on its own (for decisions that store nothing
+    /// else, such as a refused registration).
+    pub async fn audit_record(
+        &self,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_immediate().await?;
+        Self::audit_append(&mut tx, actor, action, subject, detail).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>> {
+        let rows: Vec<(i64, i64, String, String, String, String, String, String)> =
+            sqlx::query_as(
+                "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
+                 FROM audit_log ORDER BY seq",
+            )
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(seq, at, actor, action, subject, detail, prev_hash, hash)| AuditEntry {
+                    seq,
+                    at,
+                    actor,
+                    action,
+                    subject,
+                    detail,
+                    prev_hash,
+                    hash,
+                },
+            )
+            .collect())
+    }
+
+    // ---- counters --------------------------------------------------------
+
+    async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
+    where
+        E: sqlx::Executor<'e, Database = Sqlite>,
+    {
+        sqlx::query(
+            "INSERT INTO counters (name, value) VALUES (?, ?) \
+             ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+        )
+        .bind(name)
+        .bind(by)
+        .execute(executor)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn counter(&self, name: &str) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM counters WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
+    }
+
+    pub async fn counters(&self) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as("SELECT name, value FROM counters ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    // ---- resource groups -------------------------------------------------
+
+    pub async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>> {
+        Ok(sqlx::query_as(
+            "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
+             FROM resource_groups WHERE name = ?",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>> {
+        Ok(sqlx::query_as(
+            "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
+             FROM resource_groups ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Create or replace a group's limits, audited.
+    pub async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()> {
+        let mut tx = self.begin_immediate().await?;
+        sqlx::query(concat!(
+            "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
+             max_concurrency, grants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (name) DO UPDATE SET fuel_per_attempt = excluded.fuel_per_attempt, \
+             memory_bytes = excluded.memory_bytes, deadline_ms = excluded.deadline_ms, \
+             max_concurrency = excluded.max_concurrency, grants = excluded.grants, \
+             updated_at = excluded.updated_at"
+        ))
+        .bind(&group.name)
+        .bind(group.fuel_per_attempt)
+        .bind(group.memory_bytes)
+        .bind(group.deadline_ms)
+        .bind(group.max_concurrency)
+        .bind(&group.grants)
+        .execute(&mut *tx)
+        .await?;
+        Self::audit_append(
+            &mut tx,
+            actor,
+            "group.put",
+            &group.name,
+            serde_json::to_value(group).unwrap_or_default(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // ---- components ------------------------------------------------------
+
+    pub async fn component_get(&self, digest: &str) -> StoreResult<Option<ComponentRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components WHERE digest = ?",
+        )
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn component_bytes(&self, digest: &str) -> StoreResult<Vec<u8>> {
+        sqlx::query_scalar("SELECT bytes FROM components WHERE digest = ?")
+            .bind(digest)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("component sha256:{digest}")))
+    }
+
+    pub async fn components_list(&self) -> StoreResult<Vec<ComponentRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components ORDER BY pushed_at",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Store a checked component. Returns whether it was new (false: the
+    /// same bytes were pushed before — an idempotent hit).
+    pub async fn component_put(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+        manifest_json: &str,
+        actor: &str,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin_immediate().await?;
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at) \
+             VALUES (?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ") ON CONFLICT (digest) DO NOTHING"
+        ))
+        .bind(digest)
+        .bind(bytes.len() as i64)
+        .bind(bytes)
+        .bind(manifest_json)
+        .bind(actor)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            let manifest: serde_json::Value =
+                serde_json::from_str(manifest_json).unwrap_or_default();
+            Self::audit_append(
+                &mut tx,
+                actor,
+                "component.push",
+                &format!("sha256:{digest}"),
+                serde_json::json!({ "size_bytes": bytes.len(), "manifest": manifest }),
+            )
+            .await?;
+        } else {
+            Self::counter_add(&mut *tx, "component_idempotent_hits", 1).await?;
+        }
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    // ---- jobs and plan versions ------------------------------------------
+
+    /// Apply a plan for `job_id`: an idempotent hit, a new version, or a
+    /// refusal (audited) — decided and written in one transaction.
+    pub async fn plan_apply(
+        &self,
+        job_id: &str,
+        spec: &PlanSpec,
+        requested_version: Option<u32>,
+        actor: &str,
+    ) -> StoreResult<ApplyOutcome> {
+        let digest = spec.digest();
+        let mut tx = self.begin_immediate().await?;
+        let owner: Option<String> = sqlx::query_scalar("SELECT tenant FROM jobs WHERE job_id = ?")
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
+            Self::audit_append(
+                &mut tx,
+                actor,
+                "plan.rejected",
+                job_id,
+                serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant }),
+            )
+            .await?;
+            tx.commit().await?;
+            return Err(StoreError::Conflict(format!(
+                "job '{job_id}' belongs to tenant '{owner}', not '{}'",
+                spec.tenant
+            )));
+        }
+        let versions: Vec<(i64, String)> =
+            sqlx::query_as("SELECT version, digest FROM plan_versions WHERE job_id = ?")
+                .bind(job_id)
+                .fetch_all(&mut *tx)
+                .await?;
+        let versions: Vec<(u32, String)> =
+            versions.into_iter().map(|(v, d)| (v as u32, d)).collect();
+        let outcome = match manifest::decide_apply(&versions, requested_version, &digest) {
+            ApplyDecision::Existing { version } => {
+                Self::counter_add(&mut *tx, "plan_idempotent_hits", 1).await?;
+                ApplyOutcome::Unchanged { version, digest }
+            }
+            ApplyDecision::Create { version } => {
+                sqlx::query(concat!(
+                    "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) \
+                     VALUES (?, ?, ?, ",
+                    now_ms!(),
+                    ", ",
+                    now_ms!(),
+                    ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
+                     updated_at = excluded.updated_at"
+                ))
+                .bind(job_id)
+                .bind(&spec.tenant)
+                .bind(version as i64)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(concat!(
+                    "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
+                     resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
+                    now_ms!(),
+                    ")"
+                ))
+                .bind(job_id)
+                .bind(version as i64)
+                .bind(&digest)
+                .bind(spec.canonical())
+                .bind(&spec.component)
+                .bind(&spec.resource_group)
+                .bind(actor)
+                .execute(&mut *tx)
+                .await?;
+                Self::audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.created",
+                    job_id,
+                    serde_json::json!({ "version": version, "digest": digest }),
+                )
+                .await?;
+                ApplyOutcome::Created { version, digest }
+            }
+            ApplyDecision::VersionConflict {
+                version,
+                stored_digest,
+            } => {
+                Self::audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.rejected",
+                    job_id,
+                    serde_json::json!({
+                        "reason": "version_conflict", "version": version,
+                        "stored_digest": stored_digest, "submitted_digest": digest,
+                    }),
+                )
+                .await?;
+                tx.commit().await?;
+                return Err(StoreError::Conflict(format!(
+                    "job '{job_id}' version {version} already exists with different content \
+                     (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
+                )));
+            }
+            ApplyDecision::NotNext { requested, latest } => {
+                Self::audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.rejected",
+                    job_id,
+                    serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest }),
+                )
+                .await?;
+                tx.commit().await?;
+                return Err(StoreError::Conflict(format!(
+                    "job '{job_id}': version {requested} is not the next version (latest is {latest})"
+                )));
+            }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    pub async fn job_get(&self, job_id: &str) -> StoreResult<Option<JobRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs WHERE job_id = ?",
+        )
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn jobs_list(&self) -> StoreResult<Vec<JobRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn plan_get(&self, job_id: &str, version: i64) -> StoreResult<PlanVersionRecord> {
+        sqlx::query_as(
+            "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
+             FROM plan_versions WHERE job_id = ? AND version = ?",
+        )
+        .bind(job_id)
+        .bind(version)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job '{job_id}' version {version}")))
+    }
+
+    pub async fn plan_versions(&self, job_id: &str) -> StoreResult<Vec<PlanVersionRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
+             FROM plan_versions WHERE job_id = ? ORDER BY version",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    // ---- triggers --------------------------------------------------------
+
+    /// Create a trigger, or return the existing one with the same plan key
+    /// (`false`). The plan key is `job@scheduled_at@vN[#partition]`.
+    pub async fn trigger_create(&self, new: &NewTrigger) -> StoreResult<(TriggerRecord, bool)> {
+        let job = self
+            .job_get(&new.job_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("job '{}'", new.job_id)))?;
+        let version = new.plan_version.map(i64::from).unwrap_or(job.latest_version);
+        let plan = self.plan_get(&new.job_id, version).await?;
+        let spec: PlanSpec = serde_json::from_str(&plan.spec)
+            .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
+        let scheduled_at = match new.scheduled_at {
+            Some(at) => at,
+            None => self.now_ms().await?,
+        };
+        let plan_key = crate::registry::plan_key(
+            &new.job_id,
+            scheduled_at,
+            version as u32,
+            new.partition_key.as_deref(),
+        );
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
+             scheduled_at, partition_key, params, state, priority, next_run_at, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (plan_key) DO NOTHING"
+        ))
+        .bind(&plan_key)
+        .bind(&new.job_id)
+        .bind(version)
+        .bind(&job.tenant)
+        .bind(&plan.resource_group)
+        .bind(&new.origin)
+        .bind(scheduled_at)
+        .bind(&new.partition_key)
+        .bind(manifest::canonical_json(&new.params))
+        .bind(spec.priority as i64)
+        .bind(scheduled_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        let record = self.trigger_by_key(&plan_key).await?;
+        Ok((record, inserted))
+    }
+
+    pub async fn trigger_by_key(&self, plan_key: &str) -> StoreResult<TriggerRecord> {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            trigger_columns!(),
+            " FROM triggers WHERE plan_key = ?"
+        ))
+        .bind(plan_key)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("trigger '{plan_key}'")))
+    }
+
+    pub async fn trigger_get(&self, id: i64) -> StoreResult<TriggerRecord> {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            trigger_columns!(),
+            " FROM triggers WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("trigger {id}")))
+    }
+
+    /// The newest triggers first.
+    pub async fn triggers_list(&self, limit: i64) -> StoreResult<Vec<TriggerRecord>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            trigger_columns!(),
+            " FROM triggers ORDER BY id DESC LIMIT ?"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn attempts_for(&self, trigger_id: i64) -> StoreResult<Vec<AttemptRecord>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            attempt_columns!(),
+            " FROM attempts WHERE trigger_id = ? ORDER BY id"
+        ))
+        .bind(trigger_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Triggers by state; the states sum to the total.
+    pub async fn trigger_counts(&self) -> StoreResult<TriggerCounts> {
+        let by_state: Vec<(String, i64)> =
+            sqlx::query_as("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state")
+                .fetch_all(&self.pool)
+                .await?;
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(TriggerCounts { total, by_state })
+    }
+
+    // ---- leases ----------------------------------------------------------
+
+    /// Claim up to `limit` due triggers for `owner` in one transaction: rows
+    /// that are pending or waiting to retry with `next_run_at <= now`, or
+    /// running with an expired lease. Each gets `fencing_token + 1`, a lease
+    /// until `now + lease_ms` (database clock) and a new attempt row; an
+    /// expired predecessor attempt is closed as `expired`.
+    pub async fn trigger_claim_batch(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+        now: Option<i64>,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.begin_immediate().await?;
+        let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(concat!(
+            "WITH clock (now) AS (SELECT coalesce(?1, ",
+            now_ms!(),
+            ")) \
+             UPDATE triggers SET state = 'running', lease_owner = ?2, \
+                 lease_until = (SELECT now FROM clock) + ?3, \
+                 fencing_token = fencing_token + 1, attempts = attempts + 1, \
+                 updated_at = (SELECT now FROM clock) \
+             WHERE id IN ( \
+                 SELECT id FROM triggers, clock \
+                 WHERE (state IN ('pending', 'retry_wait') AND next_run_at <= clock.now) \
+                    OR (state = 'running' AND lease_until < clock.now) \
+                 ORDER BY priority, next_run_at, id \
+                 LIMIT ?4) \
+             RETURNING id, fencing_token, attempts, lease_until, updated_at"
+        ))
+        .bind(now)
+        .bind(owner)
+        .bind(lease_ms)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut claims = Vec::with_capacity(claimed.len());
+        for (trigger_id, token, attempt_no, lease_until, now) in claimed {
+            sqlx::query(
+                "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
+                     error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+                 WHERE trigger_id = ? AND ended_at IS NULL AND fencing_token < ?",
+            )
+            .bind(now)
+            .bind(trigger_id)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+            let claim: Claim = sqlx::query_as(
+                "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, lease_until) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 RETURNING trigger_id, id AS attempt_id, attempt_no, fencing_token, lease_until, \
+                     (SELECT job_id FROM triggers WHERE id = ?1) AS job_id, \
+                     (SELECT tenant FROM triggers WHERE id = ?1) AS tenant, \
+                     (SELECT plan_version FROM triggers WHERE id = ?1) AS plan_version, \
+                     (SELECT plan_key FROM triggers WHERE id = ?1) AS plan_key, \
+                     (SELECT scheduled_at FROM triggers WHERE id = ?1) AS scheduled_at, \
+                     (SELECT params FROM triggers WHERE id = ?1) AS params, \
+                     (SELECT resource_group FROM triggers WHERE id = ?1) AS resource_group",
+            )
+            .bind(trigger_id)
+            .bind(attempt_no)
+            .bind(owner)
+            .bind(token)
+            .bind(now)
+            .bind(lease_until)
+            .fetch_one(&mut *tx)
+            .await?;
+            claims.push(claim);
+        }
+        tx.commit().await?;
+        Ok(claims)
+    }
+
+    /// Count a stale write and build its error.
+    async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
+        let found: Option<i64> =
+            match sqlx::query_scalar("SELECT fencing_token FROM triggers WHERE id = ?")
+                .bind(lease.trigger_id)
+                .fetch_optional(&self.pool)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) => return e.into(),
+            };
+        if let Err(e) = Self::counter_add(&self.pool, "stale_token_rejections", 1).await {
+            return e;
+        }
+        tracing::warn!(
+            trigger_id = lease.trigger_id,
+            expected = lease.fencing_token,
+            found = ?found,
+            owner = %lease.owner,
+            "stale {what} rejected"
+        );
+        StoreError::LeaseLost {
+            trigger_id: lease.trigger_id,
+            expected: lease.fencing_token,
+            found,
+        }
+    }
+
+    /// Renew a lease, only while owner, token and state still match.
+    /// Returns the new `lease_until`.
+    pub async fn lease_renew(
+        &self,
+        lease: &LeaseRef,
+        lease_ms: i64,
+        progress_seq: i64,
+    ) -> StoreResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let until: Option<i64> = sqlx::query_scalar(concat!(
+            "UPDATE triggers SET lease_until = ",
+            now_ms!(),
+            " + ?, updated_at = ",
+            now_ms!(),
+            " WHERE id = ? AND fencing_token = ? AND lease_owner = ? AND state = 'running' \
+             RETURNING lease_until"
+        ))
+        .bind(lease_ms)
+        .bind(lease.trigger_id)
+        .bind(lease.fencing_token)
+        .bind(&lease.owner)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(until) = until else {
+            tx.rollback().await?;
+            return Err(self.lease_lost(lease, "heartbeat").await);
+        };
+        sqlx::query(concat!(
+            "UPDATE attempts SET heartbeat_at = ",
+            now_ms!(),
+            ", lease_until = ?, progress_seq = ? WHERE id = ?"
+        ))
+        .bind(until)
+        .bind(progress_seq)
+        .bind(lease.attempt_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(until)
+    }
+
+    /// The last checkpoint saved for a trigger, by any attempt.
+    pub async fn checkpoint_load(&self, trigger_id: i64) -> StoreResult<Option<(i64, Vec<u8>)>> {
+        Ok(
+            sqlx::query_as("SELECT seq, data FROM checkpoints WHERE trigger_id = ?")
+                .bind(trigger_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Save a checkpoint, fenced: written only if the lease's token is still
+    /// the trigger's and it is running. Returns the new sequence number.
+    pub async fn checkpoint_save(&self, lease: &LeaseRef, data: &[u8]) -> StoreResult<i64> {
+        let seq: Option<i64> = sqlx::query_scalar(concat!(
+            "INSERT INTO checkpoints (trigger_id, seq, data, fencing_token, saved_at) \
+             SELECT t.id, coalesce((SELECT c.seq FROM checkpoints c WHERE c.trigger_id = t.id), 0) + 1, \
+                 ?3, t.fencing_token, ",
+            now_ms!(),
+            " FROM triggers t WHERE t.id = ?1 AND t.fencing_token = ?2 AND t.state = 'running' \
+             ON CONFLICT (trigger_id) DO UPDATE SET seq = excluded.seq, data = excluded.data, \
+                 fencing_token = excluded.fencing_token, saved_at = excluded.saved_at \
+             RETURNING seq"
+        ))
+        .bind(lease.trigger_id)
+        .bind(lease.fencing_token)
+        .bind(data)
+        .fetch_optional(&self.pool)
+        .await?;
+        match seq {
+            Some(seq) => Ok(seq),
+            None => Err(self.lease_lost(lease, "checkpoint").await),
+        }
+    }
+
+    /// Commit how an attempt ended: the trigger's transition is fenced by
+    /// token and state in the same statement; the attempt row is closed in
+    /// the same transaction.
+    pub async fn attempt_finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let terminal = matches!(end.trigger_state, "succeeded" | "failed" | "cancelled");
+        let updated = sqlx::query(concat!(
+            "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
+                 next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",
+            now_ms!(),
+            " + ?5 END, \
+                 lease_owner = NULL, lease_until = NULL, \
+                 finished_at = CASE WHEN ?6 THEN ",
+            now_ms!(),
+            " ELSE NULL END, updated_at = ",
+            now_ms!(),
+            " WHERE id = ?7 AND fencing_token = ?8 AND state = 'running'"
+        ))
+        .bind(end.trigger_state)
+        .bind(&end.result)
+        .bind(&end.error_class)
+        .bind(&end.error_message)
+        .bind(end.retry_after_ms)
+        .bind(terminal)
+        .bind(lease.trigger_id)
+        .bind(lease.fencing_token)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            tx.rollback().await?;
+            // Record what the stale attempt saw, without touching the trigger.
+            sqlx::query(concat!(
+                "UPDATE attempts SET outcome = 'lease_lost', ended_at = ",
+                now_ms!(),
+                ", error_class = 'lease_lost', error_message = 'result refused: stale fencing token', \
+                 fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
+                 WHERE id = ? AND fencing_token = ? AND outcome IS NULL"
+            ))
+            .bind(end.fuel_used)
+            .bind(end.peak_memory_bytes)
+            .bind(end.wall_ms)
+            .bind(&end.log)
+            .bind(lease.attempt_id)
+            .bind(lease.fencing_token)
+            .execute(&self.pool)
+            .await?;
+            return Err(self.lease_lost(lease, "result commit").await);
+        }
+        sqlx::query(concat!(
+            "UPDATE attempts SET outcome = ?, ended_at = ",
+            now_ms!(),
+            ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
+             wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
+        ))
+        .bind(end.attempt_outcome)
+        .bind(&end.error_class)
+        .bind(&end.error_message)
+        .bind(end.fuel_used)
+        .bind(end.peak_memory_bytes)
+        .bind(end.wall_ms)
+        .bind(&end.log)
+        .bind(lease.attempt_id)
+        .bind(lease.fencing_token)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
