@@ -18,10 +18,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "paddock", version, about = "Run sandboxed WebAssembly jobs under leases and fencing tokens")]
+#[command(
+    name = "paddock",
+    version,
+    about = "Run sandboxed WebAssembly jobs under leases and fencing tokens"
+)]
 struct Cli {
     /// Database URL (SQLite: sqlite://PATH).
-    #[arg(long, global = true, env = "PADDOCK_DATABASE_URL", default_value = "sqlite://paddock.db")]
+    #[arg(
+        long,
+        global = true,
+        env = "PADDOCK_DATABASE_URL",
+        default_value = "sqlite://paddock.db"
+    )]
     database_url: String,
     /// Who is acting, recorded in the audit log.
     #[arg(long, global = true, env = "PADDOCK_ACTOR", default_value = "cli")]
@@ -109,6 +118,9 @@ enum TriggerCmd {
         /// Run due triggers in this process until idle, then show this one.
         #[arg(long)]
         wait: bool,
+        /// Makes a retried request idempotent: the same key is the same run.
+        #[arg(long)]
+        request_key: Option<String>,
     },
     /// List the newest triggers.
     List {
@@ -241,7 +253,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let pushed = host.registry.component_push_file(&file, actor).await?;
             println!(
                 "{} sha256:{}",
-                if pushed.created { "stored" } else { "unchanged (already stored)" },
+                if pushed.created {
+                    "stored"
+                } else {
+                    "unchanged (already stored)"
+                },
                 pushed.digest
             );
             print::manifest(&pushed.manifest);
@@ -253,12 +269,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 .component_get(digest)
                 .await?
                 .with_context(|| format!("no component sha256:{digest}"))?;
-            println!("component sha256:{}  ({} bytes, pushed by {})", record.digest, record.size_bytes, record.pushed_by);
+            println!(
+                "component sha256:{}  ({} bytes, pushed by {})",
+                record.digest, record.size_bytes, record.pushed_by
+            );
             print::manifest(&serde_json::from_str(&record.manifest)?);
         }
         Command::Component(ComponentCmd::List) => {
             for c in host.store.components_list().await? {
-                println!("sha256:{}  {:>9} bytes  {}", c.digest, c.size_bytes, c.pushed_by);
+                println!(
+                    "sha256:{}  {:>9} bytes  {}",
+                    c.digest, c.size_bytes, c.pushed_by
+                );
             }
         }
         Command::Job(JobCmd::Apply { file }) => {
@@ -274,7 +296,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Job(JobCmd::List) => {
             for j in host.store.jobs_list().await? {
-                println!("{:<32} tenant={:<16} latest=v{}", j.job_id, j.tenant, j.latest_version);
+                println!(
+                    "{:<32} tenant={:<16} latest=v{}",
+                    j.job_id, j.tenant, j.latest_version
+                );
             }
         }
         Command::Job(JobCmd::Show { job }) => {
@@ -283,11 +308,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 bail!("no job '{job}'");
             }
             for v in versions {
-                println!("v{}  digest {}  component sha256:{}  group {}", v.version, v.digest, v.component_digest, v.resource_group);
+                println!(
+                    "v{}  digest {}  component sha256:{}  group {}",
+                    v.version, v.digest, v.component_digest, v.resource_group
+                );
                 println!("    {}", v.spec);
             }
         }
-        Command::Group(GroupCmd::Set { name, fuel, memory, deadline, concurrency, grants }) => {
+        Command::Group(GroupCmd::Set {
+            name,
+            fuel,
+            memory,
+            deadline,
+            concurrency,
+            grants,
+        }) => {
             let group = ResourceGroup {
                 name: name.clone(),
                 fuel_per_attempt: fuel,
@@ -300,27 +335,37 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("group {name} set");
         }
         Command::Group(GroupCmd::List) => print::groups(&host.store.groups_list().await?),
-        Command::Trigger(TriggerCmd::Run { job, params, wait }) => {
+        Command::Trigger(TriggerCmd::Run {
+            job,
+            params,
+            wait,
+            request_key,
+        }) => {
             let params: serde_json::Map<_, _> = params.into_iter().collect();
             let (trigger, created) = host
                 .store
-                .trigger_create(&NewTrigger {
-                    job_id: job,
-                    plan_version: None,
-                    origin: "manual".into(),
-                    scheduled_at: None,
-                    partition_key: None,
-                    params: serde_json::Value::Object(params),
-                })
+                .trigger_create(&NewTrigger::manual(
+                    &job,
+                    serde_json::Value::Object(params),
+                    request_key.as_deref(),
+                ))
                 .await?;
             println!(
                 "trigger {} {} ({})",
                 trigger.id,
-                if created { "created" } else { "already existed" },
+                if created {
+                    "created"
+                } else {
+                    "already existed"
+                },
                 trigger.plan_key
             );
             if wait {
-                let runner = Runner::new(host.store.clone(), host.sandbox.clone(), RunnerConfig::default());
+                let runner = Runner::new(
+                    host.store.clone(),
+                    host.sandbox.clone(),
+                    RunnerConfig::default(),
+                );
                 runner.run_until_idle().await?;
                 print::trigger_detail(&host.store, trigger.id).await?;
             }
@@ -342,7 +387,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Audit(AuditCmd::List) => {
             for e in host.store.audit_list().await? {
-                println!("{:>5} {} {:<10} {:<20} {:<40} {}", e.seq, crate::time::rfc3339(crate::time::from_millis(e.at)), e.actor, e.action, e.subject, e.detail);
+                println!(
+                    "{:>5} {} {:<10} {:<20} {:<40} {}",
+                    e.seq,
+                    crate::time::rfc3339(crate::time::from_millis(e.at)),
+                    e.actor,
+                    e.action,
+                    e.subject,
+                    e.detail
+                );
             }
         }
         Command::Demo(_) => unreachable!("handled above"),
@@ -365,7 +418,10 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(id) = args.runner_id {
         config.runner_id = id;
     }
-    eprintln!("paddock serve: runner {} (lease {:?}, heartbeat {:?})", config.runner_id, config.lease, config.heartbeat_every);
+    eprintln!(
+        "paddock serve: runner {} (lease {:?}, heartbeat {:?})",
+        config.runner_id, config.lease, config.heartbeat_every
+    );
     let runner = Runner::new(host.store.clone(), host.sandbox.clone(), config);
     runner.run(shutdown_signal()).await;
     eprintln!("paddock serve: stopped");
@@ -403,8 +459,14 @@ mod tests {
 
     #[test]
     fn params_parse_json_values_and_fall_back_to_strings() {
-        assert_eq!(parse_param("n=3").unwrap(), ("n".into(), serde_json::json!(3)));
-        assert_eq!(parse_param("name=bob").unwrap(), ("name".into(), serde_json::json!("bob")));
+        assert_eq!(
+            parse_param("n=3").unwrap(),
+            ("n".into(), serde_json::json!(3))
+        );
+        assert_eq!(
+            parse_param("name=bob").unwrap(),
+            ("name".into(), serde_json::json!("bob"))
+        );
         assert!(parse_param("novalue").is_err());
     }
 }

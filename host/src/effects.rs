@@ -11,7 +11,9 @@ use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 /// Answer an effect request for a job granted `granted` connectors.
 pub fn invoke(granted: &[String], request: &Request) -> Result<Outcome, EffectError> {
     if request.idempotency_key.trim().is_empty() {
-        return Err(EffectError::Invalid("idempotency-key must not be empty".into()));
+        return Err(EffectError::Invalid(
+            "idempotency-key must not be empty".into(),
+        ));
     }
     if !granted.iter().any(|c| c == &request.connector) {
         return Err(EffectError::NotGranted(format!(

@@ -104,7 +104,11 @@ impl Registry {
         })
     }
 
-    pub async fn component_push_file(&self, path: &Path, actor: &str) -> Result<Pushed, RegistryError> {
+    pub async fn component_push_file(
+        &self,
+        path: &Path,
+        actor: &str,
+    ) -> Result<Pushed, RegistryError> {
         let bytes = std::fs::read(path).map_err(|error| RegistryError::Io {
             path: path.display().to_string(),
             error,
@@ -114,7 +118,11 @@ impl Registry {
 
     /// Apply a job manifest read from `path` (component paths in it are
     /// relative to the manifest's folder).
-    pub async fn job_apply_file(&self, path: &Path, actor: &str) -> Result<(String, ApplyOutcome), RegistryError> {
+    pub async fn job_apply_file(
+        &self,
+        path: &Path,
+        actor: &str,
+    ) -> Result<(String, ApplyOutcome), RegistryError> {
         let text = std::fs::read_to_string(path).map_err(|error| RegistryError::Io {
             path: path.display().to_string(),
             error,
@@ -198,7 +206,12 @@ impl Registry {
 }
 
 /// A trigger's identity: `job@scheduled_at(UTC)@vN[#partition]`.
-pub fn plan_key(job_id: &str, scheduled_at_ms: i64, version: u32, partition: Option<&str>) -> String {
+pub fn plan_key(
+    job_id: &str,
+    scheduled_at_ms: i64,
+    version: u32,
+    partition: Option<&str>,
+) -> String {
     let at = crate::time::rfc3339(crate::time::from_millis(scheduled_at_ms));
     match partition {
         Some(p) => format!("{job_id}@{at}@v{version}#{p}"),
@@ -213,7 +226,10 @@ mod tests {
     #[test]
     fn plan_keys_name_job_instant_version_and_partition() {
         let at = 1_805_007_600_000; // 2027-03-14T07:00:00Z
-        assert_eq!(plan_key("report", at, 3, None), "report@2027-03-14T07:00:00Z@v3");
+        assert_eq!(
+            plan_key("report", at, 3, None),
+            "report@2027-03-14T07:00:00Z@v3"
+        );
         assert_eq!(
             plan_key("report", at + 5, 3, Some("eu")),
             "report@2027-03-14T07:00:00.005Z@v3#eu"

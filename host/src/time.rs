@@ -16,7 +16,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!("duration '{text}': expected a number at '{rest}'"));
         }
@@ -24,7 +26,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .parse()
             .map_err(|_| format!("duration '{text}': number too large"))?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let millis = match unit {
             "ms" => 1,
@@ -32,7 +36,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            "" => return Err(format!("duration '{text}': missing unit (ms, s, m, h or d)")),
+            "" => {
+                return Err(format!(
+                    "duration '{text}': missing unit (ms, s, m, h or d)"
+                ));
+            }
             other => {
                 return Err(format!(
                     "duration '{text}': unknown unit '{other}' (use ms, s, m, h or d)"
@@ -84,9 +92,17 @@ mod tests {
     #[test]
     fn durations_without_units_or_with_unknown_units_are_refused_by_name() {
         assert!(parse_duration("90").unwrap_err().contains("missing unit"));
-        assert!(parse_duration("3w").unwrap_err().contains("unknown unit 'w'"));
+        assert!(
+            parse_duration("3w")
+                .unwrap_err()
+                .contains("unknown unit 'w'")
+        );
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("s").unwrap_err().contains("expected a number"));
+        assert!(
+            parse_duration("s")
+                .unwrap_err()
+                .contains("expected a number")
+        );
     }
 
     #[test]

@@ -19,9 +19,10 @@ pub struct DemoArgs {
     /// Folder of built guest components (for the forbidden-import check).
     #[arg(long, default_value = "target/guests")]
     guests: PathBuf,
-    /// Database to use (default: a fresh file in a temporary folder).
-    #[arg(long)]
-    database_url: Option<String>,
+    /// Database for the demo (default: a fresh SQLite file in a temporary
+    /// folder, removed afterwards).
+    #[arg(long = "db")]
+    db: Option<String>,
 }
 
 /// (job, expected trigger state, expected error class)
@@ -35,7 +36,7 @@ const EXPECTED: &[(&str, &str, Option<&str>)] = &[
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let dir = tempfile_dir()?;
     let url = args
-        .database_url
+        .db
         .clone()
         .unwrap_or_else(|| format!("sqlite://{}", dir.join("demo.db").display()));
     println!("== Paddock demo on {url}");
@@ -90,19 +91,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         };
         let (t, _) = host
             .store
-            .trigger_create(&NewTrigger {
-                job_id: job.to_string(),
-                plan_version: None,
-                origin: "manual".into(),
-                scheduled_at: None,
-                partition_key: None,
-                params,
-            })
+            .trigger_create(&NewTrigger::manual(job, params, None))
             .await?;
         ids.push(t.id);
     }
     println!("== running {} triggers", ids.len());
-    let runner = Runner::new(host.store.clone(), host.sandbox.clone(), RunnerConfig::default());
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig::default(),
+    );
     runner.run_until_idle().await?;
 
     let mut triggers = Vec::new();
@@ -114,19 +112,41 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let entries = host.store.audit_list().await?;
     let verified = crate::audit::verify_chain(&entries);
-    println!("== audit log: {} entries, chain {}", entries.len(), if verified.is_ok() { "verified" } else { "BROKEN" });
+    println!(
+        "== audit log: {} entries, chain {}",
+        entries.len(),
+        if verified.is_ok() {
+            "verified"
+        } else {
+            "BROKEN"
+        }
+    );
 
     let mut ok = verified.is_ok();
     for ((job, state, class), t) in EXPECTED.iter().zip(&triggers) {
         if t.state != *state || t.error_class.as_deref() != *class {
-            println!("!! {job}: expected {state} {class:?}, got {} {:?}", t.state, t.error_class);
+            println!(
+                "!! {job}: expected {state} {class:?}, got {} {:?}",
+                t.state, t.error_class
+            );
             ok = false;
         }
     }
     host.store.close().await;
     let _ = std::fs::remove_dir_all(&dir);
-    println!("{}", if ok { "== demo OK: every job ended as expected" } else { "== demo FAILED" });
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    println!(
+        "{}",
+        if ok {
+            "== demo OK: every job ended as expected"
+        } else {
+            "== demo FAILED"
+        }
+    );
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

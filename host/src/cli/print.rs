@@ -16,11 +16,19 @@ pub fn manifest(m: &CapabilityManifest) {
 }
 
 pub fn groups(groups: &[ResourceGroup]) {
-    println!("{:<16} {:>14} {:>12} {:>10} {:>6}  grants", "group", "fuel", "memory", "deadline", "conc");
+    println!(
+        "{:<16} {:>14} {:>12} {:>10} {:>6}  grants",
+        "group", "fuel", "memory", "deadline", "conc"
+    );
     for g in groups {
         println!(
             "{:<16} {:>14} {:>12} {:>9}ms {:>6}  {}",
-            g.name, g.fuel_per_attempt, human_bytes(g.memory_bytes), g.deadline_ms, g.max_concurrency, g.grants
+            g.name,
+            g.fuel_per_attempt,
+            human_bytes(g.memory_bytes),
+            g.deadline_ms,
+            g.max_concurrency,
+            g.grants
         );
     }
 }
@@ -70,8 +78,12 @@ pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow:
             t.state,
             t.attempts,
             t.error_class.clone().unwrap_or_default(),
-            last.and_then(|a| a.fuel_used).map(|f| f.to_string()).unwrap_or_default(),
-            last.and_then(|a| a.peak_memory_bytes).map(human_bytes).unwrap_or_default(),
+            last.and_then(|a| a.fuel_used)
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            last.and_then(|a| a.peak_memory_bytes)
+                .map(human_bytes)
+                .unwrap_or_default(),
             last.and_then(|a| a.wall_ms).unwrap_or_default(),
             detail
         );
@@ -83,7 +95,10 @@ pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow:
 pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
     let t = store.trigger_get(id).await?;
     println!("trigger {}  {}", t.id, t.plan_key);
-    println!("  job           {} v{} (tenant {}, group {})", t.job_id, t.plan_version, t.tenant, t.resource_group);
+    println!(
+        "  job           {} v{} (tenant {}, group {})",
+        t.job_id, t.plan_version, t.tenant, t.resource_group
+    );
     println!("  origin        {}", t.origin);
     println!("  scheduled at  {}", rfc3339(from_millis(t.scheduled_at)));
     println!("  state         {}", t.state);

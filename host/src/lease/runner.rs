@@ -9,8 +9,8 @@ use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 use crate::sandbox::wit::types::Control;
 use crate::sandbox::{AttemptServices, GuestLimits, RunResult, Sandbox, StopReason, StopSignal};
 use crate::store::{Claim, LeaseRef, Store, StoreError, StoreResult};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -147,7 +147,10 @@ impl Runner {
         self: &Arc<Self>,
         running: &mut JoinSet<AttemptSummary>,
     ) -> StoreResult<usize> {
-        let free = self.slots.available_permits().min(self.config.claim_batch as usize);
+        let free = self
+            .slots
+            .available_permits()
+            .min(self.config.claim_batch as usize);
         if free == 0 {
             return Ok(0);
         }
@@ -198,7 +201,9 @@ impl Runner {
             stop.clone(),
             progress.clone(),
         ));
-        let report = self.run_attempt(&claim, &lease, stop.clone(), progress).await;
+        let report = self
+            .run_attempt(&claim, &lease, stop.clone(), progress)
+            .await;
         heartbeat.abort();
         let (report, policy) = match report {
             Ok(ok) => ok,
@@ -233,7 +238,11 @@ impl Runner {
         summary.error_class = end.error_class.clone();
         if stop.interrupting().is_some() {
             // The gate is closed: this attempt's result must not count.
-            tracing::warn!(trigger_id = claim.trigger_id, token = claim.fencing_token, "commit gate closed; result discarded");
+            tracing::warn!(
+                trigger_id = claim.trigger_id,
+                token = claim.fencing_token,
+                "commit gate closed; result discarded"
+            );
             let _ = self.store.attempt_finish(&lease, &end).await;
             summary.outcome = "lease_lost".into();
             return summary;
@@ -258,7 +267,13 @@ impl Runner {
         lease: &LeaseRef,
         stop: Arc<StopSignal>,
         progress: Arc<AtomicI64>,
-    ) -> Result<(crate::sandbox::RunReport, crate::registry::manifest::RetryPolicy), String> {
+    ) -> Result<
+        (
+            crate::sandbox::RunReport,
+            crate::registry::manifest::RetryPolicy,
+        ),
+        String,
+    > {
         let plan = self
             .store
             .plan_get(&claim.job_id, claim.plan_version)
@@ -362,8 +377,15 @@ async fn heartbeat_loop(
         .await;
         match renew {
             Ok(Ok(_)) => missed = 0,
-            Ok(Err(StoreError::LeaseLost { expected, found, .. })) => {
-                tracing::warn!(trigger_id = lease.trigger_id, expected, ?found, "lease lost; interrupting guest");
+            Ok(Err(StoreError::LeaseLost {
+                expected, found, ..
+            })) => {
+                tracing::warn!(
+                    trigger_id = lease.trigger_id,
+                    expected,
+                    ?found,
+                    "lease lost; interrupting guest"
+                );
                 stop.request(StopReason::LeaseLost);
                 return;
             }
@@ -377,7 +399,11 @@ async fn heartbeat_loop(
             }
         }
         if missed >= config.max_missed_heartbeats {
-            tracing::warn!(trigger_id = lease.trigger_id, missed, "cannot confirm lease; closing commit gate");
+            tracing::warn!(
+                trigger_id = lease.trigger_id,
+                missed,
+                "cannot confirm lease; closing commit gate"
+            );
             stop.request(StopReason::LeaseLost);
             return;
         }
@@ -400,7 +426,10 @@ impl AttemptServices for RunnerServices {
     }
 
     fn load_checkpoint(&self) -> Option<Vec<u8>> {
-        match self.runtime.block_on(self.store.checkpoint_load(self.lease.trigger_id)) {
+        match self
+            .runtime
+            .block_on(self.store.checkpoint_load(self.lease.trigger_id))
+        {
             Ok(found) => found.map(|(_, data)| data),
             Err(e) => {
                 tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint load failed");
@@ -413,7 +442,10 @@ impl AttemptServices for RunnerServices {
         if self.stop.interrupting().is_some() {
             return Control::LeaseLost;
         }
-        match self.runtime.block_on(self.store.checkpoint_save(&self.lease, &state)) {
+        match self
+            .runtime
+            .block_on(self.store.checkpoint_save(&self.lease, &state))
+        {
             Ok(seq) => {
                 self.progress.store(seq, Ordering::Relaxed);
                 self.stop.control()

@@ -16,7 +16,14 @@ use crate::sandbox::{RunReport, RunResult, TrapKind};
 use crate::store::AttemptEnd;
 
 /// Trigger states.
-pub const STATES: &[&str] = &["pending", "running", "retry_wait", "succeeded", "failed", "cancelled"];
+pub const STATES: &[&str] = &[
+    "pending",
+    "running",
+    "retry_wait",
+    "succeeded",
+    "failed",
+    "cancelled",
+];
 
 /// Whether the state machine allows `from → to`.
 pub fn is_legal(from: &str, to: &str) -> bool {
@@ -65,12 +72,19 @@ pub fn backoff_ms(policy: &RetryPolicy, attempt_no: u32, unit: f64) -> u64 {
 }
 
 /// What an attempt's report means for its trigger.
-pub fn attempt_end(report: &RunReport, attempt_no: u32, policy: &RetryPolicy, unit: f64) -> AttemptEnd {
+pub fn attempt_end(
+    report: &RunReport,
+    attempt_no: u32,
+    policy: &RetryPolicy,
+    unit: f64,
+) -> AttemptEnd {
     let (result, class, message) = match &report.result {
         RunResult::Output(out) => (Some(out.clone()), None, None),
-        RunResult::JobFailed { class, message } => {
-            (None, Some(error_class_name(*class).to_string()), Some(message.clone()))
-        }
+        RunResult::JobFailed { class, message } => (
+            None,
+            Some(error_class_name(*class).to_string()),
+            Some(message.clone()),
+        ),
         RunResult::Trapped { kind, message } => {
             (None, Some(kind.as_str().to_string()), Some(message.clone()))
         }
@@ -153,7 +167,10 @@ mod tests {
         let end = attempt_end(&r, 1, &policy(3, false), 0.5);
         assert_eq!(end.trigger_state, "retry_wait");
         assert_eq!(end.retry_after_ms, Some(1000));
-        assert_eq!(attempt_end(&r, 3, &policy(3, false), 0.5).trigger_state, "failed");
+        assert_eq!(
+            attempt_end(&r, 3, &policy(3, false), 0.5).trigger_state,
+            "failed"
+        );
     }
 
     #[test]
@@ -162,7 +179,10 @@ mod tests {
             class: ErrorClass::Permanent,
             message: "no".into(),
         });
-        assert_eq!(attempt_end(&permanent, 1, &policy(3, true), 0.5).trigger_state, "failed");
+        assert_eq!(
+            attempt_end(&permanent, 1, &policy(3, true), 0.5).trigger_state,
+            "failed"
+        );
         let fuel = report(RunResult::Trapped {
             kind: TrapKind::FuelExhausted,
             message: "fuel".into(),

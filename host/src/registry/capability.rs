@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 use wasmtime::Engine;
-use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
 
 /// The interfaces every job may import: the host provides them all.
 pub const HOST_INTERFACES: &[&str] = &[
@@ -50,7 +50,9 @@ pub enum CapabilityError {
          (it provides {provided}); rebuild the component against the paddock:job@0.1.0 WIT package"
     )]
     NotProvided { import: String, provided: String },
-    #[error("the component does not export a `run` function (it must target the world paddock:job/job@0.1.0)")]
+    #[error(
+        "the component does not export a `run` function (it must target the world paddock:job/job@0.1.0)"
+    )]
     NoRun,
     #[error(
         "the component imports '{import}', which resource group '{group}' does not grant; \
@@ -100,13 +102,18 @@ pub fn read_manifest(engine: &Engine, component: &Component) -> CapabilityManife
 pub fn is_host_interface(import: &str) -> bool {
     let (path, version) = import.split_once('@').unwrap_or((import, ""));
     HOST_INTERFACES.contains(&path)
-        && (version == HOST_PACKAGE_VERSION || version.starts_with(&format!("{HOST_PACKAGE_VERSION}.")))
+        && (version == HOST_PACKAGE_VERSION
+            || version.starts_with(&format!("{HOST_PACKAGE_VERSION}.")))
 }
 
 /// Refuse a component that imports anything the host cannot provide or
 /// that does not export `run`.
 pub fn check_host_provides(manifest: &CapabilityManifest) -> Result<(), CapabilityError> {
-    if let Some(bad) = manifest.imports.iter().find(|i| !is_host_interface(&i.name)) {
+    if let Some(bad) = manifest
+        .imports
+        .iter()
+        .find(|i| !is_host_interface(&i.name))
+    {
         return Err(CapabilityError::NotProvided {
             import: bad.name.clone(),
             provided: HOST_INTERFACES
@@ -182,7 +189,10 @@ mod tests {
             "acme:net/sockets@0.1.0",
         ]))
         .unwrap_err();
-        assert!(err.to_string().contains("'acme:net/sockets@0.1.0'"), "{err}");
+        assert!(
+            err.to_string().contains("'acme:net/sockets@0.1.0'"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -190,7 +200,10 @@ mod tests {
         let m = manifest(&["paddock:job/log@0.1.0", "wasi:cli/stdout@0.2.0"]);
         let err = check_granted(&m, "batch", &[]).unwrap_err();
         assert!(err.to_string().contains("group 'batch'"), "{err}");
-        assert!(err.to_string().contains("--grant wasi:cli/stdout@0.2.0"), "{err}");
+        assert!(
+            err.to_string().contains("--grant wasi:cli/stdout@0.2.0"),
+            "{err}"
+        );
         assert!(check_granted(&m, "batch", &["wasi:cli/stdout@0.2.0".into()]).is_ok());
     }
 }

@@ -130,9 +130,8 @@ fn field_error(field: &str, problem: impl Into<String>) -> ManifestError {
 impl JobManifest {
     /// Parse TOML text. Unknown fields are refused by name.
     pub fn parse(text: &str) -> Result<Self, ManifestError> {
-        let manifest: Self = toml::from_str(text).map_err(|e| {
-            ManifestError::Syntax(e.to_string().trim_end().replace('\n', " | "))
-        })?;
+        let manifest: Self = toml::from_str(text)
+            .map_err(|e| ManifestError::Syntax(e.to_string().trim_end().replace('\n', " | ")))?;
         check_name("id", &manifest.id)?;
         check_name("tenant", &manifest.tenant)?;
         check_name("resource_group", &manifest.resource_group)?;
@@ -150,8 +149,8 @@ impl JobManifest {
 
     /// The plan spec, given the digest the `component` field resolved to.
     pub fn to_spec(&self, component_digest: &str) -> Result<PlanSpec, ManifestError> {
-        let backoff = parse_duration(&self.retry.backoff)
-            .map_err(|e| field_error("retry.backoff", e))?;
+        let backoff =
+            parse_duration(&self.retry.backoff).map_err(|e| field_error("retry.backoff", e))?;
         let backoff_max = parse_duration(&self.retry.backoff_max)
             .map_err(|e| field_error("retry.backoff_max", e))?;
         if backoff_max < backoff {
@@ -160,8 +159,8 @@ impl JobManifest {
                 "must not be shorter than retry.backoff",
             ));
         }
-        let params = serde_json::to_value(&self.params)
-            .map_err(|e| field_error("params", e.to_string()))?;
+        let params =
+            serde_json::to_value(&self.params).map_err(|e| field_error("params", e.to_string()))?;
         let schedule = match &self.schedule {
             None => Value::Null,
             Some(table) => {
@@ -213,7 +212,12 @@ pub fn canonical_json(value: &Value) -> String {
             Value::Object(map) => {
                 let mut entries: Vec<_> = map.iter().collect();
                 entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
             }
             Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
             other => other.clone(),
@@ -245,10 +249,7 @@ pub enum ApplyDecision {
     /// Store a new version with this number.
     Create { version: u32 },
     /// An explicit version number already holds other content.
-    VersionConflict {
-        version: u32,
-        stored_digest: String,
-    },
+    VersionConflict { version: u32, stored_digest: String },
     /// An explicit version number that is neither stored nor latest + 1.
     NotNext { requested: u32, latest: u32 },
 }
@@ -256,7 +257,11 @@ pub enum ApplyDecision {
 /// Decide what applying content with `digest` (and maybe an explicit
 /// version) does. `versions` holds (version, digest) of every stored
 /// version of the job.
-pub fn decide_apply(versions: &[(u32, String)], requested: Option<u32>, digest: &str) -> ApplyDecision {
+pub fn decide_apply(
+    versions: &[(u32, String)],
+    requested: Option<u32>,
+    digest: &str,
+) -> ApplyDecision {
     let latest = versions.iter().map(|(v, _)| *v).max();
     let stored = |v: u32| versions.iter().find(|(n, _)| *n == v).map(|(_, d)| d);
     match requested {
@@ -312,7 +317,8 @@ mod tests {
     fn unknown_fields_are_refused_by_name() {
         let err = JobManifest::parse(&format!("{GOOD}\n[extra]\nx = 1")).unwrap_err();
         assert!(err.to_string().contains("unknown field `extra`"), "{err}");
-        let err = JobManifest::parse("id = \"a\"\ntenant = \"t\"\ncomponent = \"c\"\ncolour = 1").unwrap_err();
+        let err = JobManifest::parse("id = \"a\"\ntenant = \"t\"\ncomponent = \"c\"\ncolour = 1")
+            .unwrap_err();
         assert!(err.to_string().contains("colour"), "{err}");
     }
 
@@ -331,8 +337,14 @@ mod tests {
     #[test]
     fn the_digest_ignores_the_order_fields_were_written_in() {
         let a = JobManifest::parse(GOOD).unwrap().to_spec("abc").unwrap();
-        let reordered = GOOD.replace("name = \"x\"\n        depth = 3", "depth = 3\n        name = \"x\"");
-        let b = JobManifest::parse(&reordered).unwrap().to_spec("abc").unwrap();
+        let reordered = GOOD.replace(
+            "name = \"x\"\n        depth = 3",
+            "depth = 3\n        name = \"x\"",
+        );
+        let b = JobManifest::parse(&reordered)
+            .unwrap()
+            .to_spec("abc")
+            .unwrap();
         assert_eq!(a.digest(), b.digest());
         let c = JobManifest::parse(&GOOD.replace("depth = 3", "depth = 4"))
             .unwrap()
@@ -344,17 +356,32 @@ mod tests {
     #[test]
     fn reapplying_the_latest_content_is_an_idempotent_hit() {
         let v = vec![(1, "d1".to_string()), (2, "d2".to_string())];
-        assert_eq!(decide_apply(&v, None, "d2"), ApplyDecision::Existing { version: 2 });
-        assert_eq!(decide_apply(&v, None, "d3"), ApplyDecision::Create { version: 3 });
+        assert_eq!(
+            decide_apply(&v, None, "d2"),
+            ApplyDecision::Existing { version: 2 }
+        );
+        assert_eq!(
+            decide_apply(&v, None, "d3"),
+            ApplyDecision::Create { version: 3 }
+        );
         // Going back to older content is a new version, not a rewrite.
-        assert_eq!(decide_apply(&v, None, "d1"), ApplyDecision::Create { version: 3 });
-        assert_eq!(decide_apply(&[], None, "d1"), ApplyDecision::Create { version: 1 });
+        assert_eq!(
+            decide_apply(&v, None, "d1"),
+            ApplyDecision::Create { version: 3 }
+        );
+        assert_eq!(
+            decide_apply(&[], None, "d1"),
+            ApplyDecision::Create { version: 1 }
+        );
     }
 
     #[test]
     fn an_explicit_version_is_never_reused_for_other_content() {
         let v = vec![(1, "d1".to_string())];
-        assert_eq!(decide_apply(&v, Some(1), "d1"), ApplyDecision::Existing { version: 1 });
+        assert_eq!(
+            decide_apply(&v, Some(1), "d1"),
+            ApplyDecision::Existing { version: 1 }
+        );
         assert_eq!(
             decide_apply(&v, Some(1), "dx"),
             ApplyDecision::VersionConflict {
@@ -362,7 +389,10 @@ mod tests {
                 stored_digest: "d1".into()
             }
         );
-        assert_eq!(decide_apply(&v, Some(2), "dx"), ApplyDecision::Create { version: 2 });
+        assert_eq!(
+            decide_apply(&v, Some(2), "dx"),
+            ApplyDecision::Create { version: 2 }
+        );
         assert_eq!(
             decide_apply(&v, Some(5), "dx"),
             ApplyDecision::NotNext {

@@ -130,16 +130,31 @@ pub(super) fn classify(
             format!("fuel of {} exhausted", limits.fuel),
         ),
         Some(Trap::Interrupt) => trapped(TrapKind::Deadline, "interrupted at deadline".into()),
-        Some(Trap::StackOverflow) => trapped(TrapKind::StackOverflow, "call stack exhausted".into()),
+        Some(Trap::StackOverflow) => {
+            trapped(TrapKind::StackOverflow, "call stack exhausted".into())
+        }
         Some(Trap::UnreachableCodeReached) => trapped(
             TrapKind::GuestPanic,
-            format!("guest panicked: {}", first_line(&error)),
+            format!(
+                "guest panicked (wasm `unreachable` reached){}",
+                backtrace_top(&error)
+            ),
         ),
         Some(other) => trapped(TrapKind::GuestTrap, format!("guest trapped: {other}")),
         None => trapped(TrapKind::HostError, format!("{error:#}")),
     }
 }
 
-fn first_line(error: &wasmtime::Error) -> String {
-    format!("{error:#}").lines().next().unwrap_or_default().to_string()
+/// The innermost guest frame of a trap's backtrace, if wasmtime kept one,
+/// e.g. ` in trap::run`.
+fn backtrace_top(error: &wasmtime::Error) -> String {
+    error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .and_then(|bt| {
+            bt.frames()
+                .iter()
+                .find_map(|f| f.func_name().map(str::to_string))
+        })
+        .map(|name| format!(" in {name}"))
+        .unwrap_or_default()
 }

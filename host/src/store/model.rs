@@ -133,6 +133,27 @@ pub struct NewTrigger {
     pub params: serde_json::Value,
 }
 
+impl NewTrigger {
+    /// A manual run of the job's latest version, now. Manual runs carry
+    /// their own identity: the plan key's partition is `manual-<key>`, where
+    /// `request_key` lets a client retry a request without creating a second
+    /// run; without one, every call is a new run.
+    pub fn manual(job_id: &str, params: serde_json::Value, request_key: Option<&str>) -> Self {
+        let key = match request_key {
+            Some(k) => k.to_string(),
+            None => format!("{:016x}", rand::random::<u64>()),
+        };
+        Self {
+            job_id: job_id.to_string(),
+            plan_version: None,
+            origin: "manual".into(),
+            scheduled_at: None,
+            partition_key: Some(format!("manual-{key}")),
+            params,
+        }
+    }
+}
+
 /// A claimed trigger: what a runner needs to run one attempt.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claim {

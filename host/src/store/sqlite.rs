@@ -105,13 +105,12 @@ impl Store {
     }
 
     pub async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>> {
-        let rows: Vec<(i64, i64, String, String, String, String, String, String)> =
-            sqlx::query_as(
-                "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
+        let rows: Vec<(i64, i64, String, String, String, String, String, String)> = sqlx::query_as(
+            "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
                  FROM audit_log ORDER BY seq",
-            )
-            .fetch_all(&self.pool)
-            .await?;
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .into_iter()
             .map(
@@ -157,9 +156,11 @@ impl Store {
     }
 
     pub async fn counters(&self) -> StoreResult<Vec<(String, i64)>> {
-        Ok(sqlx::query_as("SELECT name, value FROM counters ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_as("SELECT name, value FROM counters ORDER BY name")
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     // ---- resource groups -------------------------------------------------
@@ -459,7 +460,10 @@ impl Store {
             .job_get(&new.job_id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("job '{}'", new.job_id)))?;
-        let version = new.plan_version.map(i64::from).unwrap_or(job.latest_version);
+        let version = new
+            .plan_version
+            .map(i64::from)
+            .unwrap_or(job.latest_version);
         let plan = self.plan_get(&new.job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;

@@ -1,0 +1,307 @@
+//! Leases and fencing: claims use the database clock and increment the
+//! token; a live lease cannot be claimed twice; every write under a stale
+//! token is refused and counted; a lost lease interrupts the guest.
+
+use crate::TestHost;
+use paddock::store::{AttemptEnd, StoreError};
+use serde_json::json;
+use std::time::Duration;
+
+fn success(result: &str) -> AttemptEnd {
+    AttemptEnd {
+        trigger_state: "succeeded",
+        retry_after_ms: None,
+        result: Some(result.as_bytes().to_vec()),
+        error_class: None,
+        error_message: None,
+        attempt_outcome: "succeeded",
+        fuel_used: 1,
+        peak_memory_bytes: 1,
+        wall_ms: 1,
+        log: String::new(),
+    }
+}
+
+const HOUR_MS: i64 = 3_600_000;
+
+#[tokio::test]
+async fn claim_skips_trigger_with_live_lease() {
+    let host = TestHost::new().await;
+    host.job("hello", "hello", "").await;
+    let t = host.trigger("hello", json!({})).await;
+    let a = host
+        .store
+        .trigger_claim_batch("A", 30_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].trigger_id, a[0].fencing_token, a[0].attempt_no),
+        (t.id, 1, 1)
+    );
+    let b = host
+        .store
+        .trigger_claim_batch("B", 30_000, 10, None)
+        .await
+        .unwrap();
+    assert!(b.is_empty(), "a live lease must not be claimed again");
+}
+
+#[tokio::test]
+async fn the_lease_is_measured_on_the_database_clock() {
+    let host = TestHost::new().await;
+    host.job("hello", "hello", "").await;
+    host.trigger("hello", json!({})).await;
+    let before = host.store.now_ms().await.unwrap();
+    let claim = host
+        .store
+        .trigger_claim_batch("A", 30_000, 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let after = host.store.now_ms().await.unwrap();
+    assert!(claim.lease_until >= before + 30_000 && claim.lease_until <= after + 30_000);
+}
+
+#[tokio::test]
+async fn commit_with_stale_token_is_rejected_and_counted() {
+    let host = TestHost::new().await;
+    host.job("hello", "hello", "").await;
+    let t = host.trigger("hello", json!({})).await;
+    let a = host
+        .store
+        .trigger_claim_batch("A", 30_000, 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let a_lease = a.lease("A");
+    // B claims an hour later by the database's reckoning: A's lease expired.
+    let now = host.store.now_ms().await.unwrap();
+    let b = host
+        .store
+        .trigger_claim_batch("B", 30_000, 1, Some(now + HOUR_MS))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(b.fencing_token, a.fencing_token + 1);
+    assert_eq!(b.attempt_no, 2);
+    let b_lease = b.lease("B");
+
+    // Every write A tries now is refused, with both tokens named.
+    let err = host
+        .store
+        .checkpoint_save(&a_lease, b"a-state")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::LeaseLost {
+                expected: 1,
+                found: Some(2),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = host
+        .store
+        .lease_renew(&a_lease, 30_000, 0)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost { .. }));
+    let err = host
+        .store
+        .attempt_finish(&a_lease, &success("from A"))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        StoreError::LeaseLost {
+            expected: 1,
+            found: Some(2),
+            ..
+        }
+    ));
+    assert_eq!(
+        host.store.counter("stale_token_rejections").await.unwrap(),
+        3
+    );
+
+    // B's writes count.
+    host.store
+        .checkpoint_save(&b_lease, b"b-state")
+        .await
+        .unwrap();
+    host.store
+        .attempt_finish(&b_lease, &success("from B"))
+        .await
+        .unwrap();
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(t.state, "succeeded");
+    assert_eq!(t.result.as_deref(), Some(&b"from B"[..]));
+    assert_eq!(
+        host.store.checkpoint_load(t.id).await.unwrap().unwrap().1,
+        b"b-state"
+    );
+    let attempts = host.store.attempts_for(t.id).await.unwrap();
+    let outcomes: Vec<_> = attempts
+        .iter()
+        .map(|a| a.outcome.as_deref().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["expired", "succeeded"]);
+
+    // A completed trigger is never claimed or rewritten again.
+    assert!(
+        host.store
+            .trigger_claim_batch("C", 30_000, 1, Some(now + 2 * HOUR_MS))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        host.store
+            .attempt_finish(&b_lease, &success("again"))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_takeover_reads_the_last_checkpoint_as_input() {
+    let host = TestHost::new().await;
+    host.job("hello", "hello", "[params]\nsteps = 5").await;
+    let t = host.trigger("hello", json!({})).await;
+    let a = host
+        .store
+        .trigger_claim_batch("A", 30_000, 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    // A saved step 2 (little-endian u32) and then vanished.
+    host.store
+        .checkpoint_save(&a.lease("A"), &2u32.to_le_bytes())
+        .await
+        .unwrap();
+    let now = host.store.now_ms().await.unwrap();
+    let b = host
+        .store
+        .trigger_claim_batch("B", 30_000, 1, Some(now + HOUR_MS))
+        .await
+        .unwrap()
+        .remove(0);
+    let runner = host.runner("B", Duration::from_secs(30));
+    let summary = runner.execute(b).await;
+    assert!(summary.committed, "{summary:?}");
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    let out: serde_json::Value = serde_json::from_slice(t.result.as_ref().unwrap()).unwrap();
+    assert_eq!(out["resumed_from"], 2);
+    assert_eq!(t.attempts, 2);
+}
+
+/// Enough busy work per step that six steps outlast several leases; the
+/// "slow" group has fuel and time for it.
+const SLOW: &str = "resource_group = \"slow\"\n[params]\nsteps = 6\nspin_per_step = 150000000";
+
+async fn slow_job(host: &TestHost) {
+    host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
+        .await;
+    host.job("slow", "hello", SLOW).await;
+}
+
+/// Wait until `owner` holds the trigger's lease.
+async fn leased_by(host: &TestHost, trigger_id: i64, owner: &str) {
+    for _ in 0..500 {
+        let t = host.store.trigger_get(trigger_id).await.unwrap();
+        if t.state == "running" && t.lease_owner.as_deref() == Some(owner) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{owner} never claimed trigger {trigger_id}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
+    let host = TestHost::new().await;
+    slow_job(&host).await;
+    let t = host.trigger("slow", json!({})).await;
+    let runner = host.runner("A", Duration::from_millis(400));
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run_until_idle().await.unwrap() }
+    });
+    leased_by(&host, t.id, "A").await;
+    let started = std::time::Instant::now();
+    let mut rival_claims = 0;
+    while !run.is_finished() {
+        rival_claims += host
+            .store
+            .trigger_claim_batch("B", 400, 1, None)
+            .await
+            .unwrap()
+            .len();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let summaries = run.await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        rival_claims, 0,
+        "the lease was renewed, so no rival could claim"
+    );
+    assert!(
+        elapsed > Duration::from_millis(800),
+        "the job must outlast two leases to prove anything ({elapsed:?})"
+    );
+    assert_eq!(summaries.len(), 1);
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (t.state.as_str(), t.attempts),
+        ("succeeded", 1),
+        "{:?}",
+        t.error_message
+    );
+    assert!(
+        host.store.attempts_for(t.id).await.unwrap()[0]
+            .heartbeat_at
+            .is_some()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_not_count() {
+    let host = TestHost::new().await;
+    slow_job(&host).await;
+    let t = host.trigger("slow", json!({})).await;
+    let runner = host.runner("A", Duration::from_millis(400));
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run_until_idle().await.unwrap() }
+    });
+    leased_by(&host, t.id, "A").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Another runner takes the trigger over (as after a partition): by the
+    // database's reckoning A's lease is long gone.
+    let now = host.store.now_ms().await.unwrap();
+    let b = host
+        .store
+        .trigger_claim_batch("B", 60_000, 1, Some(now + HOUR_MS))
+        .await
+        .unwrap();
+    assert_eq!(b.len(), 1);
+    let started = std::time::Instant::now();
+    let summaries = run.await.unwrap();
+    assert_eq!(summaries[0].outcome, "lease_lost");
+    assert!(!summaries[0].committed);
+    // Interrupted promptly (within a heartbeat or two), not run to the end.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(t.state, "running", "B's attempt owns the trigger now");
+    assert_eq!(t.fencing_token, b[0].fencing_token);
+    assert!(t.result.is_none());
+    assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
+}

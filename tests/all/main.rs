@@ -1,0 +1,129 @@
+//! Paddock's integration tests: one binary, one file per feature. Every test
+//! runs against a real SQLite file, real wasmtime and real guest components
+//! built by `scripts/build-guests.sh`.
+
+mod bad_input;
+mod guests;
+mod leases;
+mod registration;
+
+use paddock::lease::{Runner, RunnerConfig};
+use paddock::registry::Registry;
+use paddock::sandbox::{Sandbox, SandboxConfig};
+use paddock::store::{NewTrigger, ResourceGroup, Store, TriggerRecord};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The built component for a guest crate.
+pub fn guest(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/guests")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `bash scripts/build-guests.sh` (the test command does)",
+        path.display()
+    );
+    path
+}
+
+/// A fresh database in its own folder, with a sandbox and a registry.
+pub struct TestHost {
+    pub store: Store,
+    pub sandbox: Arc<Sandbox>,
+    pub registry: Registry,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHost {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("paddock.db").display());
+        let store = Store::open(&url).await.unwrap();
+        let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+        let registry = Registry::new(store.clone(), sandbox.clone());
+        Self {
+            store,
+            sandbox,
+            registry,
+            dir,
+        }
+    }
+
+    /// A resource group with these limits.
+    pub async fn group(&self, name: &str, fuel: i64, memory_bytes: i64, deadline: Duration) {
+        self.registry
+            .group_put(
+                ResourceGroup {
+                    name: name.into(),
+                    fuel_per_attempt: fuel,
+                    memory_bytes,
+                    deadline_ms: deadline.as_millis() as i64,
+                    max_concurrency: 4,
+                    grants: "[]".into(),
+                },
+                "test",
+            )
+            .await
+            .unwrap();
+    }
+
+    /// A group with small limits for misbehaving guests.
+    pub async fn tight_group(&self) {
+        self.group("tight", 100_000_000, 16 << 20, Duration::from_secs(5))
+            .await;
+    }
+
+    /// Apply a job running guest `name` with extra manifest lines.
+    pub async fn job(&self, id: &str, name: &str, extra: &str) -> u32 {
+        let toml = format!(
+            "id = \"{id}\"\ntenant = \"t1\"\ncomponent = \"{}\"\n{extra}\n",
+            guest(name).display()
+        );
+        let (_, outcome) = self
+            .registry
+            .job_apply(&toml, std::path::Path::new("."), "test")
+            .await
+            .unwrap();
+        outcome.version()
+    }
+
+    pub async fn trigger(&self, job: &str, params: serde_json::Value) -> TriggerRecord {
+        self.store
+            .trigger_create(&NewTrigger::manual(job, params, None))
+            .await
+            .unwrap()
+            .0
+    }
+
+    pub fn runner(&self, id: &str, lease: Duration) -> Arc<Runner> {
+        Runner::new(
+            self.store.clone(),
+            self.sandbox.clone(),
+            RunnerConfig {
+                runner_id: id.into(),
+                lease,
+                heartbeat_every: lease / 4,
+                poll_interval: Duration::from_millis(20),
+                ..RunnerConfig::default()
+            },
+        )
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        let sql = match table {
+            "components" => "SELECT count(*) FROM components",
+            "jobs" => "SELECT count(*) FROM jobs",
+            "plan_versions" => "SELECT count(*) FROM plan_versions",
+            "triggers" => "SELECT count(*) FROM triggers",
+            "attempts" => "SELECT count(*) FROM attempts",
+            "audit_log" => "SELECT count(*) FROM audit_log",
+            other => panic!("no count for {other}"),
+        };
+        sqlx::query_scalar(sql)
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap()
+    }
+}
