@@ -1,0 +1,22 @@
+# Paddock's two entry points. Both install what a fresh machine lacks (the
+# guest toolchain included, through scripts/build-guests.sh).
+.PHONY: demo test guests bench
+
+# The embedded demo on SQLite: build, register the example components and
+# jobs, run them, print the results, exit 0 when every job ended as expected.
+demo: guests
+	cargo run --quiet -p paddock -- demo
+
+# Every test: unit, integration (real SQLite, real wasmtime, real guests) and
+# the reference ledger's HTTP tests; then the demo as a smoke test, reusing
+# the same debug build.
+test: guests
+	cargo test --workspace
+	cargo run --quiet -p paddock -- demo
+
+guests:
+	bash scripts/build-guests.sh
+
+# Benchmarks print figures; they assert nothing.
+bench: guests
+	cargo bench -p paddock --bench instantiate
