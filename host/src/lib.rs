@@ -29,6 +29,7 @@ pub mod effects;
 pub mod lease;
 pub mod registry;
 pub mod sandbox;
+pub mod schedule;
 pub mod store;
 pub mod time;
 

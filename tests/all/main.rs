@@ -3,6 +3,7 @@
 //! built by `scripts/build-guests.sh`.
 
 mod bad_input;
+mod croner_policy;
 mod guests;
 mod leases;
 mod registration;
