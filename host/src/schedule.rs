@@ -1,5 +1,7 @@
-//! Trigger control, pure part: computing *what should run when* (DESIGN §5).
-//! No I/O, no database, no clock: every function takes `now` as an argument.
+//! Trigger control: computing *what should run when* (DESIGN §5).
+//! Everything here is pure — no I/O, no database, no clock: every function
+//! takes `now` as an argument — except `scanner.rs`, which applies it to the
+//! store under shard leases.
 //!
 //! | file | owns |
 //! |---|---|
@@ -11,6 +13,7 @@
 //! | `overlap.rs` | start / skip / replace / wait when runs are in flight |
 //! | `scan.rs` | plan keys, `shard_of`, scan windows and the watermark rule |
 //! | `error.rs` | `ScheduleError` |
+//! | `scanner.rs` | **I/O**: shard leases, windows on the database clock, batched inserts, watermarks |
 //! | `tests.rs`, `tests/` | independent brute-force reference, DST vectors, property tests |
 //!
 //! # DST policy (enforced in `wall.rs`, tested against an independent enumeration)
@@ -44,6 +47,7 @@ mod misfire;
 mod occurrences;
 mod overlap;
 mod scan;
+pub mod scanner;
 mod spec;
 mod wall;
 

@@ -7,6 +7,7 @@ mod croner_policy;
 mod guests;
 mod leases;
 mod registration;
+mod scheduler;
 
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::registry::Registry;

@@ -192,6 +192,17 @@ impl Runner {
             error_class: None,
             committed: false,
         };
+        match self.overlap_gate(&claim, &lease).await {
+            Ok(None) => {}
+            Ok(Some(outcome)) => {
+                summary.outcome = outcome.into();
+                summary.committed = true;
+                return summary;
+            }
+            Err(e) => {
+                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "overlap check failed; running anyway");
+            }
+        }
         let stop = Arc::new(StopSignal::default());
         let progress = Arc::new(AtomicI64::new(0));
         let heartbeat = tokio::spawn(heartbeat_loop(
@@ -229,12 +240,17 @@ impl Runner {
                 )
             }
         };
-        let end = transitions::attempt_end(
+        let mut end = transitions::attempt_end(
             &report,
             claim.attempt_no as u32,
             &policy,
             rand::random::<f64>(),
         );
+        if stop.reason() == Some(StopReason::Cancel) && end.trigger_state != "succeeded" {
+            end.trigger_state = "cancelled";
+            end.retry_after_ms = None;
+            end.error_class = Some("cancelled".into());
+        }
         summary.error_class = end.error_class.clone();
         if stop.interrupting().is_some() {
             // The gate is closed: this attempt's result must not count.
@@ -259,6 +275,79 @@ impl Runner {
             }
         }
         summary
+    }
+
+    /// Apply the job's overlap policy to a claimed scheduled trigger before
+    /// it runs.
+    /// `Some(outcome)` when the trigger must not run now (skipped, or put
+    /// back to wait); `None` to go ahead (after asking the oldest run to
+    /// stop, for `replace`).
+    async fn overlap_gate(
+        &self,
+        claim: &Claim,
+        lease: &LeaseRef,
+    ) -> StoreResult<Option<&'static str>> {
+        // Overlap is a property of the schedule: manual runs are a person's
+        // explicit request and are not skipped or replaced.
+        if claim.origin != "schedule" {
+            return Ok(None);
+        }
+        let plan = self
+            .store
+            .plan_get(&claim.job_id, claim.plan_version)
+            .await?;
+        let Ok(spec) = serde_json::from_str::<PlanSpec>(&plan.spec) else {
+            return Ok(None);
+        };
+        let Ok(schedule) = spec.schedule_spec() else {
+            return Ok(None);
+        };
+        let running = self
+            .store
+            .job_running_before(&claim.job_id, claim.trigger_id)
+            .await?;
+        let decision = crate::schedule::decide_overlap(
+            schedule.overlap.policy,
+            schedule.overlap.max_in_flight,
+            running.len(),
+        );
+        use crate::schedule::OverlapDecision as D;
+        match decision {
+            D::Start => Ok(None),
+            D::ReplaceOldest => {
+                if let Some(oldest) = running.first() {
+                    self.store.trigger_request_cancel(*oldest).await?;
+                }
+                Ok(None)
+            }
+            D::Wait => {
+                self.store
+                    .trigger_release(lease, self.config.poll_interval.as_millis() as i64)
+                    .await?;
+                Ok(Some("overlap_wait"))
+            }
+            D::SkipNew => {
+                let end = crate::store::AttemptEnd {
+                    trigger_state: "skipped",
+                    retry_after_ms: None,
+                    result: None,
+                    error_class: Some("overlap_forbidden".into()),
+                    error_message: Some(format!(
+                        "skipped: {} run(s) of this job already in flight (max_in_flight {}, overlap forbid)",
+                        running.len(),
+                        schedule.overlap.max_in_flight
+                    )),
+                    attempt_outcome: "skipped",
+                    fuel_used: 0,
+                    peak_memory_bytes: 0,
+                    wall_ms: 0,
+                    log: String::new(),
+                };
+                self.store.attempt_finish(lease, &end).await?;
+                self.store.counter_bump("overlap_skipped").await?;
+                Ok(Some("skipped"))
+            }
+        }
     }
 
     async fn run_attempt(
@@ -376,7 +465,12 @@ async fn heartbeat_loop(
         )
         .await;
         match renew {
-            Ok(Ok(_)) => missed = 0,
+            Ok(Ok((_, cancel_requested))) => {
+                missed = 0;
+                if cancel_requested {
+                    stop.request(StopReason::Cancel);
+                }
+            }
             Ok(Err(StoreError::LeaseLost {
                 expected, found, ..
             })) => {

@@ -2,12 +2,13 @@
 //! result means for its trigger, and retry backoff with jitter.
 //!
 //! ```text
-//! pending ──claim──▶ running ──▶ succeeded | failed
-//!    ▲                  │  └──▶ retry_wait ──(next_run_at)──▶ claimable again
-//!    │                  └──(lease expires)──▶ claimable by another runner, token + 1
+//! manual ──approve──▶ pending ──claim──▶ running ──▶ succeeded | failed | cancelled | skipped
+//!                       ▲  ▲                │  └──▶ retry_wait ──(next_run_at)──▶ claimable again
+//!                       │  └──(overlap wait)┘
+//!                       └──(lease expires: claimable by another runner, token + 1)
 //! ```
-//! `succeeded` and `failed` are terminal: a completed trigger is never
-//! rewritten.
+//! `succeeded`, `failed`, `cancelled` and `skipped` are terminal: a completed
+//! trigger is never rewritten.
 
 use crate::registry::manifest::RetryPolicy;
 use crate::sandbox::report::error_class_name;
@@ -35,8 +36,13 @@ pub fn is_legal(from: &str, to: &str) -> bool {
             | ("running", "succeeded")
             | ("running", "failed")
             | ("running", "retry_wait")
+            | ("running", "cancelled")
+            | ("running", "skipped") // overlap `forbid`
+            | ("running", "pending") // overlap `wait`: released unrun
+            | ("manual", "pending") // approved by a person
             | ("pending", "cancelled")
             | ("retry_wait", "cancelled")
+            | ("manual", "cancelled")
     )
 }
 
@@ -138,8 +144,9 @@ mod tests {
     #[test]
     fn completed_triggers_are_never_rewritten() {
         for to in STATES {
-            assert!(!is_legal("succeeded", to));
-            assert!(!is_legal("failed", to));
+            for terminal in ["succeeded", "failed", "cancelled", "skipped"] {
+                assert!(!is_legal(terminal, to), "{terminal} -> {to}");
+            }
         }
         assert!(is_legal("pending", "running"));
         assert!(!is_legal("pending", "succeeded"));

@@ -10,6 +10,7 @@
 //! - re-applying the latest content is an idempotent hit; an explicit
 //!   version number is never reused for different content.
 
+use crate::schedule::ScheduleSpec;
 use crate::time::parse_duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -107,7 +108,7 @@ pub struct PlanSpec {
     pub params: Value,
     pub retry: RetryPolicy,
     pub connectors: Vec<String>,
-    /// Canonical schedule, or null for manual-only.
+    /// The canonical [`ScheduleSpec`] (all defaults filled in).
     pub schedule: Value,
 }
 
@@ -161,12 +162,15 @@ impl JobManifest {
         }
         let params =
             serde_json::to_value(&self.params).map_err(|e| field_error("params", e.to_string()))?;
-        let schedule = match &self.schedule {
-            None => Value::Null,
-            Some(table) => {
-                serde_json::to_value(table).map_err(|e| field_error("schedule", e.to_string()))?
-            }
+        let schedule_spec: ScheduleSpec = match &self.schedule {
+            None => ScheduleSpec::default(),
+            Some(table) => table
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| field_error("schedule", e.message().to_string()))?,
         };
+        let schedule: Value = serde_json::from_str(&schedule_spec.canonical_json())
+            .map_err(|e| field_error("schedule", e.to_string()))?;
         let mut connectors = self.connectors.clone();
         connectors.sort();
         connectors.dedup();
@@ -232,6 +236,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl PlanSpec {
+    /// The schedule this plan fires on.
+    pub fn schedule_spec(&self) -> Result<ScheduleSpec, String> {
+        serde_json::from_value(self.schedule.clone())
+            .map_err(|e| format!("stored schedule unreadable: {e}"))
+    }
+
     pub fn canonical(&self) -> String {
         canonical_json(&serde_json::to_value(self).expect("plan spec serialises"))
     }
@@ -310,7 +320,33 @@ mod tests {
         let spec = m.to_spec("abc").unwrap();
         assert_eq!(spec.retry.backoff_ms, 2000);
         assert_eq!(spec.retry.backoff_max_ms, 300_000);
-        assert_eq!(spec.schedule, Value::Null);
+        assert_eq!(
+            spec.schedule_spec().unwrap().trigger.kind(),
+            crate::schedule::Kind::Manual
+        );
+    }
+
+    #[test]
+    fn a_bad_schedule_names_the_cron_field_and_token() {
+        let text = format!(
+            "{GOOD}\n[schedule]\nkind = \"cron\"\ncron = \"0 0 25 * * *\"\ntimezone = \"UTC\"\n"
+        );
+        let err = JobManifest::parse(&text)
+            .unwrap()
+            .to_spec("abc")
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("'hour'") && err.to_string().contains("'25'"),
+            "{err}"
+        );
+        let text = format!(
+            "{GOOD}\n[schedule]\nkind = \"cron\"\ncron = \"0 0 0 30 2 *\"\ntimezone = \"UTC\"\n"
+        );
+        let err = JobManifest::parse(&text)
+            .unwrap()
+            .to_spec("abc")
+            .unwrap_err();
+        assert!(err.to_string().contains("never fires"), "{err}");
     }
 
     #[test]

@@ -169,6 +169,8 @@ pub struct Claim {
     pub scheduled_at: i64,
     pub params: String,
     pub resource_group: String,
+    /// schedule | manual | backfill | event
+    pub origin: String,
 }
 
 /// The identity of a held lease, carried by every fenced write.
@@ -214,4 +216,53 @@ pub struct AttemptEnd {
 pub struct TriggerCounts {
     pub total: i64,
     pub by_state: Vec<(String, i64)>,
+}
+
+/// A schedule shard's lease, as taken by one scheduler loop.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ShardLease {
+    pub shard: i64,
+    pub generation: i64,
+    pub watermark: Option<i64>,
+    /// The database's now when the lease was taken.
+    pub now: i64,
+}
+
+/// A shard row.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ShardRecord {
+    pub shard: i64,
+    pub owner: Option<String>,
+    pub generation: i64,
+    pub lease_until: Option<i64>,
+    pub watermark: Option<i64>,
+    pub last_scan_at: Option<i64>,
+    pub triggers_created: i64,
+    pub triggers_existing: i64,
+}
+
+/// The schedule of a job's latest plan version.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobScheduleRecord {
+    pub job_id: String,
+    pub plan_version: i64,
+    pub shard: i64,
+    pub spec: String,
+    pub tenant: String,
+    pub resource_group: String,
+    pub priority: i64,
+    pub active_from: i64,
+}
+
+/// A trigger the scanner creates.
+#[derive(Debug, Clone)]
+pub struct ScheduledTrigger {
+    pub job_id: String,
+    pub plan_version: i64,
+    pub tenant: String,
+    pub resource_group: String,
+    pub priority: i64,
+    pub scheduled_at: i64,
+    /// `pending`, or `manual` when parked for approval.
+    pub state: &'static str,
 }

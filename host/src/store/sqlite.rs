@@ -52,7 +52,7 @@ impl Store {
     // ---- audit log -------------------------------------------------------
 
     /// Append an entry inside `tx`, chained to the last one.
-    async fn audit_append(
+    pub(super) async fn audit_append(
         tx: &mut Tx,
         actor: &str,
         action: &str,
@@ -105,7 +105,9 @@ impl Store {
     }
 
     pub async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>> {
-        let rows: Vec<(i64, i64, String, String, String, String, String, String)> = sqlx::query_as(
+        /// seq, at, actor, action, subject, detail, prev_hash, hash
+        type AuditRow = (i64, i64, String, String, String, String, String, String);
+        let rows: Vec<AuditRow> = sqlx::query_as(
             "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
                  FROM audit_log ORDER BY seq",
         )
@@ -130,7 +132,7 @@ impl Store {
 
     // ---- counters --------------------------------------------------------
 
-    async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
+    pub(super) async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
     where
         E: sqlx::Executor<'e, Database = Sqlite>,
     {
@@ -143,6 +145,11 @@ impl Store {
         .execute(executor)
         .await?;
         Ok(())
+    }
+
+    /// Add one to a counter.
+    pub async fn counter_bump(&self, name: &str) -> StoreResult<()> {
+        Self::counter_add(&self.pool, name, 1).await
     }
 
     pub async fn counter(&self, name: &str) -> StoreResult<i64> {
@@ -362,6 +369,7 @@ impl Store {
                 .bind(actor)
                 .execute(&mut *tx)
                 .await?;
+                Self::job_schedule_sync(&mut tx, job_id, version, spec).await?;
                 Self::audit_append(
                     &mut tx,
                     actor,
@@ -623,7 +631,8 @@ impl Store {
                      (SELECT plan_key FROM triggers WHERE id = ?1) AS plan_key, \
                      (SELECT scheduled_at FROM triggers WHERE id = ?1) AS scheduled_at, \
                      (SELECT params FROM triggers WHERE id = ?1) AS params, \
-                     (SELECT resource_group FROM triggers WHERE id = ?1) AS resource_group",
+                     (SELECT resource_group FROM triggers WHERE id = ?1) AS resource_group, \
+                     (SELECT origin FROM triggers WHERE id = ?1) AS origin",
             )
             .bind(trigger_id)
             .bind(attempt_no)
@@ -640,7 +649,7 @@ impl Store {
     }
 
     /// Count a stale write and build its error.
-    async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
+    pub(super) async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
         let found: Option<i64> =
             match sqlx::query_scalar("SELECT fencing_token FROM triggers WHERE id = ?")
                 .bind(lease.trigger_id)
@@ -668,21 +677,21 @@ impl Store {
     }
 
     /// Renew a lease, only while owner, token and state still match.
-    /// Returns the new `lease_until`.
+    /// Returns the new `lease_until` and whether a cancel was requested.
     pub async fn lease_renew(
         &self,
         lease: &LeaseRef,
         lease_ms: i64,
         progress_seq: i64,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<(i64, bool)> {
         let mut tx = self.pool.begin().await?;
-        let until: Option<i64> = sqlx::query_scalar(concat!(
+        let renewed: Option<(i64, bool)> = sqlx::query_as(concat!(
             "UPDATE triggers SET lease_until = ",
             now_ms!(),
             " + ?, updated_at = ",
             now_ms!(),
             " WHERE id = ? AND fencing_token = ? AND lease_owner = ? AND state = 'running' \
-             RETURNING lease_until"
+             RETURNING lease_until, cancel_requested"
         ))
         .bind(lease_ms)
         .bind(lease.trigger_id)
@@ -690,7 +699,7 @@ impl Store {
         .bind(&lease.owner)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(until) = until else {
+        let Some((until, cancel)) = renewed else {
             tx.rollback().await?;
             return Err(self.lease_lost(lease, "heartbeat").await);
         };
@@ -705,7 +714,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(until)
+        Ok((until, cancel))
     }
 
     /// The last checkpoint saved for a trigger, by any attempt.
@@ -747,7 +756,10 @@ impl Store {
     /// the same transaction.
     pub async fn attempt_finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let terminal = matches!(end.trigger_state, "succeeded" | "failed" | "cancelled");
+        let terminal = matches!(
+            end.trigger_state,
+            "succeeded" | "failed" | "cancelled" | "skipped"
+        );
         let updated = sqlx::query(concat!(
             "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
                  next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",

@@ -1,0 +1,320 @@
+//! The scanner: the I/O half of trigger control (the only file in this
+//! folder that touches the database).
+//!
+//! Each tick, for every logical shard it can lease, it computes the window
+//! `[watermark − overlap, now + lookahead)` on the **database** clock, turns
+//! every job's fire times in that window into triggers (`ON CONFLICT DO
+//! NOTHING` on the plan key, counting new vs already existing), applies the
+//! misfire policy to late times that are not yet decided, and advances the
+//! watermark only under the shard generation it leased.
+//!
+//! Invariants (tested in `tests/all/scheduler.rs`):
+//! - a crash never loses a fire time: the watermark moves only after the
+//!   triggers before it are committed, and the next owner re-scans from
+//!   `watermark − overlap`;
+//! - a crash never doubles a trigger: the plan key is unique;
+//! - a late fire time is decided once (fire, park or skip) — a re-scan
+//!   never turns an already-created trigger into a "missed" one;
+//! - a scanner whose shard moved on cannot move the watermark.
+
+use super::{MisfireAction, Schedule, ScheduleSpec, classify_misfires, scan_window};
+use crate::store::{JobScheduleRecord, ScheduledTrigger, ShardLease, Store, StoreResult};
+use crate::time::{from_millis, to_millis};
+use chrono::{DateTime, TimeDelta, Utc};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Scanner settings. Every default is listed in [`ScannerConfig::default`].
+#[derive(Debug, Clone)]
+pub struct ScannerConfig {
+    /// Recorded as the shard owner.
+    pub owner: String,
+    /// Shard lease length. Default 10 s.
+    pub shard_lease: Duration,
+    /// How far behind the watermark each scan starts again. Default 10 s.
+    pub overlap: Duration,
+    /// How far ahead of now triggers are created. Default 2 s.
+    pub lookahead: Duration,
+    /// Where a shard's very first scan starts, before now. Default 10 s.
+    pub initial_lookback: Duration,
+    /// The longest window one scan covers; a shard further behind catches
+    /// up over several ticks. Default 1 h.
+    pub max_window: Duration,
+    /// Time between ticks. Default 1 s.
+    pub tick: Duration,
+}
+
+impl Default for ScannerConfig {
+    fn default() -> Self {
+        Self {
+            owner: format!("scheduler-{}", std::process::id()),
+            shard_lease: Duration::from_secs(10),
+            overlap: Duration::from_secs(10),
+            lookahead: Duration::from_secs(2),
+            initial_lookback: Duration::from_secs(10),
+            max_window: Duration::from_secs(3600),
+            tick: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Shards this scanner held and scanned.
+    pub shards: u32,
+    /// Triggers created by this tick.
+    pub created: i64,
+    /// Triggers this tick computed that already existed (absorbed by the
+    /// plan key).
+    pub existing: i64,
+    /// Late fire times skipped by the misfire policy.
+    pub skipped: i64,
+    /// Late fire times parked for approval.
+    pub parked: i64,
+    /// Shards whose watermark could not advance because their generation
+    /// moved on.
+    pub stale: u32,
+    /// The earliest fire time created by this tick, in ms.
+    pub earliest_created: Option<i64>,
+}
+
+impl ScanReport {
+    fn add(&mut self, other: &ScanReport) {
+        self.shards += other.shards;
+        self.created += other.created;
+        self.existing += other.existing;
+        self.skipped += other.skipped;
+        self.parked += other.parked;
+        self.stale += other.stale;
+        self.earliest_created = match (self.earliest_created, other.earliest_created) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+type Compiled = Arc<(ScheduleSpec, Schedule)>;
+
+/// A scheduler loop over the store's shards.
+pub struct Scanner {
+    store: Store,
+    config: ScannerConfig,
+    /// Compiled schedules by job, with the version and spec they came from.
+    compiled: Mutex<HashMap<String, (i64, String, Compiled)>>,
+}
+
+fn delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+impl Scanner {
+    pub fn new(store: Store, config: ScannerConfig) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            config,
+            compiled: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &ScannerConfig {
+        &self.config
+    }
+
+    /// Scan every shard this scanner can lease. `now` overrides the
+    /// database clock (tests only).
+    pub async fn tick(&self, now: Option<i64>) -> StoreResult<ScanReport> {
+        let mut report = ScanReport::default();
+        for shard in 0..self.store.shard_count().await? {
+            let lease = self
+                .store
+                .shard_lease(
+                    shard,
+                    &self.config.owner,
+                    self.config.shard_lease.as_millis() as i64,
+                    now,
+                )
+                .await?;
+            if let Some(lease) = lease {
+                report.add(&self.scan_shard(&lease).await?);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Give up every shard this scanner holds (on drain), so another
+    /// process takes them over without waiting for the lease to lapse.
+    pub async fn release_all(&self) -> StoreResult<()> {
+        for shard in self.store.shards_list().await? {
+            if shard.owner.as_deref() == Some(self.config.owner.as_str()) {
+                let lease = ShardLease {
+                    shard: shard.shard,
+                    generation: shard.generation,
+                    watermark: shard.watermark,
+                    now: 0,
+                };
+                self.store.shard_release(&lease, &self.config.owner).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn compiled(&self, job: &JobScheduleRecord) -> Result<Compiled, String> {
+        let mut cache = self.compiled.lock().expect("schedule cache");
+        if let Some((version, spec, compiled)) = cache.get(&job.job_id)
+            && *version == job.plan_version
+            && *spec == job.spec
+        {
+            return Ok(compiled.clone());
+        }
+        let spec: ScheduleSpec = serde_json::from_str(&job.spec)
+            .map_err(|e| format!("stored schedule unreadable: {e}"))?;
+        let schedule = spec.compile().map_err(|e| e.to_string())?;
+        let compiled = Arc::new((spec, schedule));
+        cache.insert(
+            job.job_id.clone(),
+            (job.plan_version, job.spec.clone(), compiled.clone()),
+        );
+        Ok(compiled)
+    }
+
+    async fn scan_shard(&self, lease: &ShardLease) -> StoreResult<ScanReport> {
+        let now = from_millis(lease.now);
+        let mut window = scan_window(
+            lease.watermark.map(from_millis),
+            delta(self.config.overlap),
+            now,
+            delta(self.config.lookahead),
+            delta(self.config.initial_lookback),
+        );
+        let max_window = delta(self.config.max_window);
+        if window.to - window.from > max_window {
+            window.to = window.from + max_window;
+        }
+        let mut report = ScanReport {
+            shards: 1,
+            ..ScanReport::default()
+        };
+        let mut triggers = Vec::new();
+        let mut skipped = Vec::new();
+        for job in self.store.schedules_in_shard(lease.shard as u32).await? {
+            let compiled = match self.compiled(&job) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(job = %job.job_id, error = %e, "schedule cannot be evaluated; job skipped");
+                    continue;
+                }
+            };
+            let (spec, schedule) = &*compiled;
+            let from = window.from.max(from_millis(job.active_from));
+            if from >= window.to {
+                continue;
+            }
+            let mut times: Vec<DateTime<Utc>> = schedule.occurrences(from, window.to).collect();
+            let Some(&first) = times.first() else {
+                continue;
+            };
+            // Late times already decided by an earlier scan stay decided.
+            let missed_before = now - spec.misfire.threshold.as_delta();
+            if first < missed_before {
+                let decided: HashSet<i64> = self
+                    .store
+                    .decided_times(
+                        &job.job_id,
+                        job.plan_version,
+                        to_millis(first),
+                        to_millis(missed_before),
+                    )
+                    .await?
+                    .into_iter()
+                    .collect();
+                times.retain(|t| *t >= missed_before || !decided.contains(&to_millis(*t)));
+            }
+            let outcome = classify_misfires(&times, now, &spec.misfire);
+            report.skipped += outcome.skipped as i64;
+            report.parked += outcome.parked as i64;
+            for (at, action) in outcome.decisions {
+                let at = to_millis(at);
+                let state = match action {
+                    MisfireAction::Fire => "pending",
+                    MisfireAction::Park => "manual",
+                    MisfireAction::Skip => {
+                        skipped.push((job.job_id.clone(), job.plan_version, at, "misfire_skip"));
+                        continue;
+                    }
+                };
+                triggers.push(ScheduledTrigger {
+                    job_id: job.job_id.clone(),
+                    plan_version: job.plan_version,
+                    tenant: job.tenant.clone(),
+                    resource_group: job.resource_group.clone(),
+                    priority: job.priority,
+                    scheduled_at: at,
+                    state,
+                });
+            }
+        }
+        let (created, existing) = self.store.scheduled_insert(&triggers, &skipped).await?;
+        report.created = created;
+        report.existing = existing;
+        if created > 0 {
+            report.earliest_created = triggers.iter().map(|t| t.scheduled_at).min();
+        }
+        let advanced = self
+            .store
+            .shard_advance(
+                lease,
+                &self.config.owner,
+                to_millis(window.to),
+                created,
+                existing,
+            )
+            .await?;
+        if !advanced {
+            tracing::warn!(
+                shard = lease.shard,
+                generation = lease.generation,
+                "shard moved to another owner; watermark left to it"
+            );
+            report.stale = 1;
+        }
+        Ok(report)
+    }
+
+    /// Tick until `shutdown`, calling `wake` whenever a created trigger is
+    /// due (now, or when its time comes within the lookahead). Releases its
+    /// shards on the way out.
+    pub async fn run(
+        self: &Arc<Self>,
+        shutdown: impl std::future::Future<Output = ()>,
+        wake: impl Fn() + Send + Sync + Clone + 'static,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            match self.tick(None).await {
+                Ok(report) => {
+                    if let Some(earliest) = report.earliest_created {
+                        let wake = wake.clone();
+                        let store = self.store.clone();
+                        tokio::spawn(async move {
+                            if let Ok(now) = store.now_ms().await {
+                                let wait = (earliest - now).max(0) as u64;
+                                tokio::time::sleep(Duration::from_millis(wait)).await;
+                            }
+                            wake();
+                        });
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "scan failed; will retry next tick"),
+            }
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(self.config.tick) => {}
+            }
+        }
+        if let Err(e) = self.release_all().await {
+            tracing::warn!(error = %e, "could not release shards; they will lapse");
+        }
+    }
+}

@@ -1,0 +1,49 @@
+-- Trigger control: sharded scanning with watermarks, job schedules, skipped
+-- fire times, and cancel requests (used by the overlap policy `replace`).
+
+-- A person or the overlap policy asked the running attempt to stop; the
+-- owning runner sees it at its next heartbeat.
+ALTER TABLE triggers ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+
+-- Logical shards, leased to scheduler loops. `generation` increases every
+-- time ownership changes (or a lease lapsed); the watermark only advances
+-- under the generation that read it.
+CREATE TABLE schedule_shards (
+    shard              INTEGER PRIMARY KEY,
+    owner              TEXT,
+    generation         INTEGER NOT NULL DEFAULT 0,
+    lease_until        INTEGER,
+    watermark          INTEGER,        -- every fire time before it has been decided
+    last_scan_at       INTEGER,
+    triggers_created   INTEGER NOT NULL DEFAULT 0,
+    triggers_existing  INTEGER NOT NULL DEFAULT 0
+);
+-- The number of rows is the number of logical shards (16).
+WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 15)
+INSERT INTO schedule_shards (shard) SELECT i FROM n;
+
+-- The schedule of each job's latest plan version (jobs with a time-based
+-- schedule only), kept in step with plan_versions by the registry.
+CREATE TABLE job_schedules (
+    job_id          TEXT    PRIMARY KEY REFERENCES jobs (job_id),
+    plan_version    INTEGER NOT NULL,
+    shard           INTEGER NOT NULL,     -- shard_of(job_id, number of shards)
+    spec            TEXT    NOT NULL,     -- canonical ScheduleSpec JSON
+    tenant          TEXT    NOT NULL,
+    resource_group  TEXT    NOT NULL,
+    priority        INTEGER NOT NULL,
+    active_from     INTEGER NOT NULL,     -- no fire time before the version existed
+    updated_at      INTEGER NOT NULL
+);
+CREATE INDEX job_schedules_shard ON job_schedules (shard);
+
+-- Fire times that were decided not to run (misfire `skip`/`latest`/`all`
+-- beyond the window, overlap `forbid`): counted and visible, once each.
+CREATE TABLE skipped_fires (
+    job_id        TEXT    NOT NULL,
+    plan_version  INTEGER NOT NULL,
+    scheduled_at  INTEGER NOT NULL,
+    reason        TEXT    NOT NULL,
+    recorded_at   INTEGER NOT NULL,
+    PRIMARY KEY (job_id, plan_version, scheduled_at)
+);

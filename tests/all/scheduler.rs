@@ -1,0 +1,530 @@
+//! The scanner: sharded scans with watermarks and overlap re-scans, misfire
+//! and overlap policies, against a real SQLite store. Time is injected as
+//! the database's `now` so hours pass in milliseconds.
+
+use crate::TestHost;
+use chrono::{DateTime, TimeDelta, Utc};
+use paddock::schedule::scanner::{Scanner, ScannerConfig};
+use paddock::schedule::{ScheduleSpec, TriggerSpec};
+use paddock::time::to_millis;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn scanner(host: &TestHost, owner: &str, shard_lease: Duration) -> std::sync::Arc<Scanner> {
+    Scanner::new(
+        host.store.clone(),
+        ScannerConfig {
+            owner: owner.into(),
+            shard_lease,
+            overlap: Duration::from_secs(10),
+            lookahead: Duration::ZERO,
+            initial_lookback: Duration::from_secs(10),
+            max_window: Duration::from_secs(3600),
+            tick: Duration::from_secs(1),
+        },
+    )
+}
+
+/// Register `jobs` (id, cron) directly in one transaction: 24,000 audited
+/// applies would test the registry, not the scanner.
+async fn bulk_cron_jobs(host: &TestHost, jobs: &[(String, String)], active_from: i64) {
+    let component = host
+        .registry
+        .component_push_file(&crate::guest("noop"), "test")
+        .await
+        .unwrap();
+    let shards = host.store.shard_count().await.unwrap();
+    let mut tx = host.store.pool().begin().await.unwrap();
+    for (id, cron) in jobs {
+        let schedule = ScheduleSpec {
+            trigger: TriggerSpec::Cron {
+                cron: cron.clone(),
+                timezone: chrono_tz::UTC,
+            },
+            ..ScheduleSpec::default()
+        };
+        sqlx::query("INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) VALUES (?, 't', 1, 0, 0)")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) \
+             VALUES (?, 1, 'd', '{}', ?, 'default', 'test', 0)",
+        )
+        .bind(id)
+        .bind(&component.digest)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group, priority, active_from, updated_at) \
+             VALUES (?, 1, ?, ?, 't', 'default', 0, ?, 0)",
+        )
+        .bind(id)
+        .bind(paddock::schedule::shard_of(id, shards) as i64)
+        .bind(schedule.canonical_json())
+        .bind(active_from)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// (job, scheduled_at) of every scheduled trigger.
+async fn scheduled_set(host: &TestHost) -> BTreeSet<(String, i64)> {
+    sqlx::query_as::<_, (String, i64)>(
+        "SELECT job_id, scheduled_at FROM triggers WHERE origin = 'schedule'",
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missing_triggers() {
+    let host = TestHost::new().await;
+    assert_eq!(host.store.shard_count().await.unwrap(), 16);
+    // T is hh:mm:30. Every job fires once a minute at its own second S.
+    // 3,450 jobs fire at S in 15..=24, 150 at S in 25..=29 and the other
+    // 20,400 at the remaining 45 seconds.
+    let t = at("2027-01-01T12:00:30Z");
+    let mut jobs = Vec::with_capacity(24_000);
+    for i in 0..3_450 {
+        jobs.push((format!("old-{i}"), 15 + i % 10));
+    }
+    for i in 0..150 {
+        jobs.push((format!("new-{i}"), 25 + i % 5));
+    }
+    let others: Vec<u32> = (30..60).chain(0..15).collect();
+    for i in 0..20_400 {
+        jobs.push((format!("other-{i}"), others[i % others.len()]));
+    }
+    let jobs: Vec<(String, String)> = jobs
+        .into_iter()
+        .map(|(id, s)| (id, format!("{s} * * * * *")))
+        .collect();
+    bulk_cron_jobs(&host, &jobs, to_millis(t - TimeDelta::hours(1))).await;
+
+    // Before the crash: two ticks; the watermark reaches T-5s.
+    let a = scanner(&host, "A", Duration::from_secs(4));
+    a.tick(Some(to_millis(t - TimeDelta::seconds(15))))
+        .await
+        .unwrap();
+    let before_crash = a
+        .tick(Some(to_millis(t - TimeDelta::seconds(5))))
+        .await
+        .unwrap();
+    assert_eq!(before_crash.shards, 16);
+    for shard in host.store.shards_list().await.unwrap() {
+        assert_eq!(shard.watermark, Some(to_millis(t - TimeDelta::seconds(5))));
+    }
+
+    // A dies. B starts at T, once A's shard leases have lapsed, and re-scans
+    // from watermark - overlap = T-15s.
+    let generations_of_a: Vec<i64> = host
+        .store
+        .shards_list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.generation)
+        .collect();
+    let b = scanner(&host, "B", Duration::from_secs(4));
+    let restart = b.tick(Some(to_millis(t))).await.unwrap();
+    assert_eq!(restart.shards, 16);
+    assert_eq!(restart.created + restart.existing, 3_600);
+    assert_eq!(restart.created, 150);
+    assert_eq!(restart.existing, 3_450);
+
+    // Nothing missing, nothing doubled: the stored set equals the set
+    // computed independently over everything scanned, [T-25s, T).
+    let expected: BTreeSet<(String, i64)> = jobs
+        .iter()
+        .filter_map(|(id, cron)| {
+            let s: i64 = cron.split(' ').next().unwrap().parse().unwrap();
+            let fire = at("2027-01-01T12:00:00Z") + TimeDelta::seconds(s);
+            (fire >= t - TimeDelta::seconds(25) && fire < t).then(|| (id.clone(), to_millis(fire)))
+        })
+        .collect();
+    let stored = scheduled_set(&host).await;
+    assert_eq!(stored.len(), expected.len());
+    assert_eq!(stored, expected);
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers")
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(total as usize, expected.len(), "no duplicate rows");
+
+    // The old owner's generation is gone: it cannot move the watermark.
+    let shards = host.store.shards_list().await.unwrap();
+    for (shard, a_generation) in shards.iter().zip(generations_of_a) {
+        assert_eq!(shard.owner.as_deref(), Some("B"));
+        assert!(shard.generation > a_generation);
+    }
+    let stale = paddock::store::ShardLease {
+        shard: 0,
+        generation: shards[0].generation - 1,
+        watermark: None,
+        now: to_millis(t),
+    };
+    assert!(
+        !host
+            .store
+            .shard_advance(&stale, "A", to_millis(t + TimeDelta::hours(1)), 0, 0)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        host.store
+            .counter("stale_shard_generation_rejections")
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_live_shard_lease_keeps_other_scanners_out() {
+    let host = TestHost::new().await;
+    let now = host.store.now_ms().await.unwrap();
+    let a = scanner(&host, "A", Duration::from_secs(30));
+    let b = scanner(&host, "B", Duration::from_secs(30));
+    assert_eq!(a.tick(Some(now)).await.unwrap().shards, 16);
+    assert_eq!(b.tick(Some(now + 1_000)).await.unwrap().shards, 0);
+    // Renewal by the owner keeps the generation.
+    a.tick(Some(now + 2_000)).await.unwrap();
+    assert!(
+        host.store
+            .shards_list()
+            .await
+            .unwrap()
+            .iter()
+            .all(|s| s.generation == 1)
+    );
+    // After a drain, B takes over at once.
+    a.release_all().await.unwrap();
+    assert_eq!(b.tick(Some(now + 3_000)).await.unwrap().shards, 16);
+}
+
+/// A job firing every minute at second 0 under `misfire`, scanned for the
+/// first time 30 minutes after it became active (a scheduler outage).
+async fn outage(policy_toml: &str) -> (TestHost, paddock::schedule::scanner::ScanReport, i64) {
+    let host = TestHost::new().await;
+    host.job(
+        "minutely",
+        "noop",
+        &format!(
+            "[schedule]\nkind = \"cron\"\ncron = \"0 * * * * *\"\ntimezone = \"UTC\"\n{policy_toml}"
+        ),
+    )
+    .await;
+    let active_from: i64 = sqlx::query_scalar("SELECT active_from FROM job_schedules")
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+    // Start the window at the first whole minute after activation.
+    let first = (active_from / 60_000 + 1) * 60_000;
+    let now = first + 30 * 60_000 + 30_000; // 30.5 minutes later: 31 fire times, 1 on time
+    let s = Scanner::new(
+        host.store.clone(),
+        ScannerConfig {
+            owner: "S".into(),
+            initial_lookback: Duration::from_secs(40 * 60),
+            lookahead: Duration::ZERO,
+            ..ScannerConfig::default()
+        },
+    );
+    let report = s.tick(Some(now)).await.unwrap();
+    // A second tick re-scans the overlap: nothing is decided twice.
+    let again = s.tick(Some(now + 1_000)).await.unwrap();
+    assert_eq!(
+        (again.created, again.skipped, again.parked),
+        (0, 0, 0),
+        "{again:?}"
+    );
+    (host, report, now)
+}
+
+async fn states(host: &TestHost) -> Vec<(String, i64)> {
+    sqlx::query_as("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state")
+        .fetch_all(host.store.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time() {
+    let (host, report, _) = outage("misfire = \"skip\"").await;
+    assert_eq!((report.created, report.skipped, report.parked), (1, 30, 0));
+    assert_eq!(states(&host).await, [("pending".to_string(), 1)]);
+    assert_eq!(
+        host.store.skipped_counts().await.unwrap(),
+        [("misfire_skip".to_string(), 30)]
+    );
+}
+
+#[tokio::test]
+async fn misfire_latest_fires_the_most_recent_missed_time_only() {
+    let (host, report, now) = outage("misfire = \"latest\"").await;
+    assert_eq!((report.created, report.skipped, report.parked), (2, 29, 0));
+    let latest_missed: i64 = sqlx::query_scalar("SELECT min(scheduled_at) FROM triggers")
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        latest_missed,
+        now - 90_000,
+        "the last time older than the 60 s threshold"
+    );
+}
+
+#[tokio::test]
+async fn misfire_all_catches_up_within_the_window_and_skips_older_times() {
+    let (host, report, _) = outage("misfire = \"all\"\ncatchup_window = \"10m\"").await;
+    // Now is 30 s past a minute: the 9 missed times within 10 minutes fire
+    // with the one on time; the 21 older ones are skipped.
+    assert_eq!((report.created, report.skipped, report.parked), (10, 21, 0));
+    assert_eq!(states(&host).await, [("pending".to_string(), 10)]);
+}
+
+#[tokio::test]
+async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_flooding() {
+    let (host, report, _) =
+        outage("misfire = \"all\"\ncatchup_window = \"1h\"\nmax_catchup = 5").await;
+    assert_eq!((report.created, report.skipped, report.parked), (31, 0, 30));
+    assert_eq!(
+        states(&host).await,
+        [("manual".to_string(), 30), ("pending".to_string(), 1)]
+    );
+    // A person approves one; it becomes runnable, audited.
+    let parked: i64 = sqlx::query_scalar("SELECT id FROM triggers WHERE state = 'manual' LIMIT 1")
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+    host.store
+        .trigger_approve(parked, "ops", "backfill approved")
+        .await
+        .unwrap();
+    assert_eq!(
+        host.store.trigger_get(parked).await.unwrap().state,
+        "pending"
+    );
+    assert!(
+        host.store
+            .trigger_approve(parked, "ops", "again")
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        host.store
+            .audit_list()
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .action,
+        "trigger.approve"
+    );
+}
+
+#[tokio::test]
+async fn misfire_manual_parks_every_missed_time() {
+    let (host, report, _) = outage("misfire = \"manual\"").await;
+    assert_eq!((report.created, report.skipped, report.parked), (31, 0, 30));
+    assert_eq!(
+        states(&host).await,
+        [("manual".to_string(), 30), ("pending".to_string(), 1)]
+    );
+}
+
+/// A slow scheduled job with an overlap policy, and two of its fire times
+/// due at once.
+async fn overlapping(overlap_toml: &str) -> (TestHost, Vec<i64>) {
+    let host = TestHost::new().await;
+    host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
+        .await;
+    host.job(
+        "slow",
+        "hello",
+        &format!(
+            "resource_group = \"slow\"\n[params]\nsteps = 8\nspin_per_step = 40000000\n\
+             [schedule]\nkind = \"cron\"\ncron = \"*/10 * * * * *\"\ntimezone = \"UTC\"\n{overlap_toml}"
+        ),
+    )
+    .await;
+    let now = host.store.now_ms().await.unwrap();
+    let first = (now / 10_000 - 2) * 10_000;
+    let make = |at: i64| paddock::store::ScheduledTrigger {
+        job_id: "slow".into(),
+        plan_version: 1,
+        tenant: "t1".into(),
+        resource_group: "slow".into(),
+        priority: 0,
+        scheduled_at: at,
+        state: "pending",
+    };
+    host.store
+        .scheduled_insert(&[make(first), make(first + 10_000)], &[])
+        .await
+        .unwrap();
+    let ids = sqlx::query_scalar("SELECT id FROM triggers ORDER BY scheduled_at")
+        .fetch_all(host.store.pool())
+        .await
+        .unwrap();
+    (host, ids)
+}
+
+async fn run_both(host: &TestHost) {
+    let runner = paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "r".into(),
+            lease: Duration::from_millis(400),
+            heartbeat_every: Duration::from_millis(100),
+            claim_batch: 1,
+            max_concurrency: 2,
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    // A run that waited for a free slot is due again a poll later: keep
+    // going until nothing is pending.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            runner.run_until_idle().await.unwrap();
+            let pending: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM triggers WHERE state = 'pending'")
+                    .fetch_one(host.store.pool())
+                    .await
+                    .unwrap();
+            if pending == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("runner finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_forbid_skips_the_new_run_and_counts_it() {
+    let (host, ids) = overlapping("overlap = \"forbid\"\nmax_in_flight = 1").await;
+    run_both(&host).await;
+    let first = host.store.trigger_get(ids[0]).await.unwrap();
+    let second = host.store.trigger_get(ids[1]).await.unwrap();
+    assert_eq!(first.state, "succeeded");
+    assert_eq!(
+        (second.state.as_str(), second.error_class.as_deref()),
+        ("skipped", Some("overlap_forbidden"))
+    );
+    assert_eq!(host.store.counter("overlap_skipped").await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_replace_cancels_the_running_one_through_the_cancel_path() {
+    let (host, ids) = overlapping("overlap = \"replace\"\nmax_in_flight = 1").await;
+    run_both(&host).await;
+    let first = host.store.trigger_get(ids[0]).await.unwrap();
+    let second = host.store.trigger_get(ids[1]).await.unwrap();
+    assert_eq!(
+        (first.state.as_str(), first.error_class.as_deref()),
+        ("cancelled", Some("cancelled"))
+    );
+    assert_eq!(second.state, "succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_allow_waits_for_a_free_slot_and_runs_both() {
+    let (host, ids) = overlapping("overlap = \"allow\"\nmax_in_flight = 1").await;
+    run_both(&host).await;
+    for id in ids {
+        let t = host.store.trigger_get(id).await.unwrap();
+        assert_eq!(t.state, "succeeded");
+    }
+    let released: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM attempts WHERE outcome = 'released'")
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
+    assert!(released >= 1, "the second run waited at least once");
+}
+
+#[test]
+fn schedule_preview_prints_utc_and_local_times_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("never-created.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args([
+            "--database-url",
+            &format!("sqlite://{}", db.display()),
+            "schedule",
+            "preview",
+            "--cron",
+            "0 30 2 * * *",
+            "--tz",
+            "America/New_York",
+            "--from",
+            "2027-03-13T00:00:00Z",
+            "--to",
+            "2027-03-16T00:00:00Z",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<_> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "2027-03-13T07:30:00Z  2027-03-13 02:30:00 EST",
+            "2027-03-14T07:00:00Z  2027-03-14 03:00:00 EDT",
+            "2027-03-15T06:30:00Z  2027-03-15 02:30:00 EDT",
+        ]
+    );
+    assert!(
+        !db.exists(),
+        "a preview of a bare schedule touches no database"
+    );
+}
+
+#[test]
+fn schedule_diff_compares_a_crontab_line_with_a_cron_schedule() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args([
+            "schedule",
+            "diff",
+            "cron:0 0 * * * *",
+            "cron:0 */2 * * *",
+            "--tz",
+            "UTC",
+            "--from",
+            "2027-01-01T00:00:00Z",
+            "--to",
+            "2027-01-01T06:00:00Z",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("only in A (cron:0 0 * * * *): 3"), "{text}");
+    assert!(text.contains("only in B (cron:0 */2 * * *): 0"), "{text}");
+    assert!(text.contains("in both: 3"), "{text}");
+}
