@@ -37,6 +37,9 @@ CREATE TABLE job_schedules (
 );
 CREATE INDEX job_schedules_shard ON job_schedules (shard);
 
+-- Re-scans after a takeover look up what exists in a time range.
+CREATE INDEX triggers_scheduled_at ON triggers (scheduled_at);
+
 -- Fire times that were decided not to run (misfire `skip`/`latest`/`all`
 -- beyond the window, overlap `forbid`): counted and visible, once each.
 CREATE TABLE skipped_fires (

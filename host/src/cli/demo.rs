@@ -5,11 +5,13 @@
 
 use super::{Host, print};
 use crate::lease::{Runner, RunnerConfig};
+use crate::schedule::scanner::{Scanner, ScannerConfig};
 use crate::store::{NewTrigger, ResourceGroup};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -110,6 +112,59 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("== results");
     print::trigger_table(&triggers, &host.store).await?;
 
+    println!("== a scheduled job: scheduler and runner together for 3 seconds");
+    let (_, ticker) = host
+        .registry
+        .job_apply_file(&args.examples.join("ticker.toml"), actor)
+        .await?;
+    println!("   ticker: v{} fires every second (UTC)", ticker.version());
+    let scanner = Scanner::new(
+        host.store.clone(),
+        ScannerConfig {
+            owner: "demo-scheduler".into(),
+            tick: Duration::from_millis(250),
+            lookahead: Duration::from_millis(500),
+            ..ScannerConfig::default()
+        },
+    );
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig::default(),
+    );
+    let waker = runner.clone();
+    let deadline = tokio::time::sleep(Duration::from_secs(3));
+    let stop = async {
+        deadline.await;
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let scanning = {
+        let rx = stop_rx.clone();
+        let scanner = scanner.clone();
+        tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
+    };
+    let running = {
+        let runner = runner.clone();
+        tokio::spawn(async move { runner.run(stopped(stop_rx)).await })
+    };
+    stop.await;
+    let _ = stop_tx.send(true);
+    let _ = tokio::join!(scanning, running);
+    let ticks: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
+    )
+    .fetch_all(host.store.pool())
+    .await?;
+    println!("   ticker triggers by state: {ticks:?}");
+    let ticked = ticks
+        .iter()
+        .find(|(s, _)| s == "succeeded")
+        .map(|(_, n)| *n)
+        .unwrap_or(0);
+
     let entries = host.store.audit_list().await?;
     let verified = crate::audit::verify_chain(&entries);
     println!(
@@ -131,6 +186,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             );
             ok = false;
         }
+    }
+    if ticked < 2 {
+        println!("!! ticker: expected at least 2 scheduled runs to succeed, got {ticked}");
+        ok = false;
     }
     host.store.close().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -103,6 +103,13 @@ pub struct Scanner {
     config: ScannerConfig,
     /// Compiled schedules by job, with the version and spec they came from.
     compiled: Mutex<HashMap<String, (i64, String, Compiled)>>,
+    /// Per shard: the schedules as last loaded, with their fingerprint.
+    shard_jobs: Mutex<HashMap<u32, ((i64, i64, i64), Arc<Vec<JobScheduleRecord>>)>>,
+    /// Per shard: the generation of this scanner's last scan and the
+    /// (job, fire time) pairs it knows are stored from the next overlap on.
+    /// Under the same generation nobody else wrote the shard's watermark, so
+    /// the overlap re-scan need not ask the database what exists.
+    recent: Mutex<HashMap<u32, (i64, HashSet<(String, i64)>)>>,
 }
 
 fn delta(d: Duration) -> TimeDelta {
@@ -115,6 +122,8 @@ impl Scanner {
             store,
             config,
             compiled: Mutex::new(HashMap::new()),
+            shard_jobs: Mutex::new(HashMap::new()),
+            recent: Mutex::new(HashMap::new()),
         })
     }
 
@@ -160,6 +169,22 @@ impl Scanner {
         Ok(())
     }
 
+    /// The schedules of a shard, reloaded only when their fingerprint moved.
+    async fn jobs_of(&self, shard: u32) -> StoreResult<Arc<Vec<JobScheduleRecord>>> {
+        let fingerprint = self.store.schedules_fingerprint(shard).await?;
+        if let Some((seen, jobs)) = self.shard_jobs.lock().expect("shard jobs").get(&shard)
+            && *seen == fingerprint
+        {
+            return Ok(jobs.clone());
+        }
+        let jobs = Arc::new(self.store.schedules_in_shard(shard).await?);
+        self.shard_jobs
+            .lock()
+            .expect("shard jobs")
+            .insert(shard, (fingerprint, jobs.clone()));
+        Ok(jobs)
+    }
+
     fn compiled(&self, job: &JobScheduleRecord) -> Result<Compiled, String> {
         let mut cache = self.compiled.lock().expect("schedule cache");
         if let Some((version, spec, compiled)) = cache.get(&job.job_id)
@@ -198,8 +223,9 @@ impl Scanner {
         };
         let mut triggers = Vec::new();
         let mut skipped = Vec::new();
-        for job in self.store.schedules_in_shard(lease.shard as u32).await? {
-            let compiled = match self.compiled(&job) {
+        let shard = lease.shard as u32;
+        for job in self.jobs_of(shard).await?.iter() {
+            let compiled = match self.compiled(job) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(job = %job.job_id, error = %e, "schedule cannot be evaluated; job skipped");
@@ -255,9 +281,41 @@ impl Scanner {
                 });
             }
         }
+        // The overlap was scanned before: skip what is already stored rather
+        // than lean on ON CONFLICT for thousands of rows (it still absorbs
+        // any race with another scanner). Under an unchanged generation this
+        // scanner knows what it stored; after a takeover it asks.
+        let remembered = {
+            let recent = self.recent.lock().expect("recent");
+            recent
+                .get(&shard)
+                .filter(|(generation, _)| *generation == lease.generation)
+                .map(|(_, known)| known.clone())
+        };
+        let stored = match (remembered, lease.watermark) {
+            (Some(known), _) => known,
+            (None, Some(watermark)) if watermark > to_millis(window.from) => {
+                self.store
+                    .shard_existing(shard, to_millis(window.from), watermark)
+                    .await?
+            }
+            (None, _) => HashSet::new(),
+        };
+        let mut known = 0;
+        let mut next_known: HashSet<(String, i64)> = HashSet::new();
+        let keep_from = to_millis(window.to - delta(self.config.overlap));
+        triggers.retain(|t| {
+            let key = (t.job_id.clone(), t.scheduled_at);
+            let seen = stored.contains(&key);
+            known += seen as i64;
+            if t.scheduled_at >= keep_from {
+                next_known.insert(key);
+            }
+            !seen
+        });
         let (created, existing) = self.store.scheduled_insert(&triggers, &skipped).await?;
         report.created = created;
-        report.existing = existing;
+        report.existing = existing + known;
         if created > 0 {
             report.earliest_created = triggers.iter().map(|t| t.scheduled_at).min();
         }
@@ -271,7 +329,13 @@ impl Scanner {
                 existing,
             )
             .await?;
-        if !advanced {
+        if advanced {
+            self.recent
+                .lock()
+                .expect("recent")
+                .insert(shard, (lease.generation, next_known));
+        } else {
+            self.recent.lock().expect("recent").remove(&shard);
             tracing::warn!(
                 shard = lease.shard,
                 generation = lease.generation,

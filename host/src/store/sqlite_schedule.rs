@@ -5,7 +5,7 @@
 use super::*;
 use crate::registry::manifest::PlanSpec;
 use crate::schedule::{Kind, shard_of};
-use sqlx::{Sqlite, Transaction};
+use sqlx::{QueryBuilder, Sqlite, Transaction};
 
 macro_rules! now_ms {
     () => {
@@ -148,6 +148,18 @@ impl Store {
         Ok(updated == 1)
     }
 
+    /// A cheap fingerprint of a shard's schedules, to reload them only when
+    /// something changed: (count, newest update, sum of versions).
+    pub async fn schedules_fingerprint(&self, shard: u32) -> StoreResult<(i64, i64, i64)> {
+        Ok(sqlx::query_as(
+            "SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(plan_version), 0) \
+             FROM job_schedules WHERE shard = ?",
+        )
+        .bind(shard as i64)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     /// The schedules of every job in a shard.
     pub async fn schedules_in_shard(&self, shard: u32) -> StoreResult<Vec<JobScheduleRecord>> {
         Ok(sqlx::query_as(
@@ -157,6 +169,28 @@ impl Store {
         .bind(shard as i64)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// Scheduled triggers that already exist for the jobs of a shard in
+    /// `[from, to)` — the overlap a re-scan covers again — so a scan inserts
+    /// only what is missing.
+    pub async fn shard_existing(
+        &self,
+        shard: u32,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<std::collections::HashSet<(String, i64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT job_id, scheduled_at FROM triggers \
+             WHERE scheduled_at >= ?2 AND scheduled_at < ?3 AND origin = 'schedule' \
+               AND job_id IN (SELECT job_id FROM job_schedules WHERE shard = ?1)",
+        )
+        .bind(shard as i64)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
     }
 
     /// Fire times of a job version in `[from, to)` that are already decided:
@@ -190,46 +224,52 @@ impl Store {
         triggers: &[ScheduledTrigger],
         skipped: &[(String, i64, i64, &'static str)],
     ) -> StoreResult<(i64, i64)> {
+        // Multi-row statements: one round trip per chunk instead of per row.
+        // 200 rows x 9 binds stays far below SQLite's bound-parameter limit.
+        const CHUNK: usize = 200;
         let mut tx = self.pool.begin().await?;
         let mut created = 0;
-        for t in triggers {
-            let key =
-                crate::registry::plan_key(&t.job_id, t.scheduled_at, t.plan_version as u32, None);
-            created += sqlx::query(concat!(
+        for chunk in triggers.chunks(CHUNK) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
-                 scheduled_at, params, state, priority, next_run_at, created_at, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, 'schedule', ?, '{}', ?, ?, ?, ",
-                now_ms!(),
-                ", ",
-                now_ms!(),
-                ") ON CONFLICT (plan_key) DO NOTHING"
-            ))
-            .bind(&key)
-            .bind(&t.job_id)
-            .bind(t.plan_version)
-            .bind(&t.tenant)
-            .bind(&t.resource_group)
-            .bind(t.scheduled_at)
-            .bind(t.state)
-            .bind(t.priority)
-            .bind(t.scheduled_at)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected() as i64;
+                 scheduled_at, params, state, priority, next_run_at, created_at, updated_at) ",
+            );
+            insert.push_values(chunk, |mut row, t| {
+                row.push_bind(crate::registry::plan_key(
+                    &t.job_id,
+                    t.scheduled_at,
+                    t.plan_version as u32,
+                    None,
+                ))
+                .push_bind(t.job_id.as_str())
+                .push_bind(t.plan_version)
+                .push_bind(t.tenant.as_str())
+                .push_bind(t.resource_group.as_str())
+                .push("'schedule'")
+                .push_bind(t.scheduled_at)
+                .push("'{}'")
+                .push_bind(t.state)
+                .push_bind(t.priority)
+                .push_bind(t.scheduled_at)
+                .push(now_ms!())
+                .push(now_ms!());
+            });
+            insert.push(" ON CONFLICT (plan_key) DO NOTHING");
+            created += insert.build().execute(&mut *tx).await?.rows_affected() as i64;
         }
-        for (job_id, version, at, reason) in skipped {
-            sqlx::query(concat!(
-                "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
-                 VALUES (?, ?, ?, ?, ",
-                now_ms!(),
-                ") ON CONFLICT DO NOTHING"
-            ))
-            .bind(job_id)
-            .bind(version)
-            .bind(at)
-            .bind(reason)
-            .execute(&mut *tx)
-            .await?;
+        for chunk in skipped.chunks(CHUNK) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) ",
+            );
+            insert.push_values(chunk, |mut row, (job_id, version, at, reason)| {
+                row.push_bind(job_id.as_str())
+                    .push_bind(*version)
+                    .push_bind(*at)
+                    .push_bind(*reason)
+                    .push(now_ms!());
+            });
+            insert.push(" ON CONFLICT DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok((created, triggers.len() as i64 - created))
