@@ -3,7 +3,7 @@
 //! token is refused and counted; a lost lease interrupts the guest.
 
 use crate::TestHost;
-use paddock::store::{AttemptEnd, StoreError};
+use paddock::store::{AttemptEnd, Claim, StoreError};
 use serde_json::json;
 use std::time::Duration;
 
@@ -23,6 +23,30 @@ fn success(result: &str) -> AttemptEnd {
 }
 
 const HOUR_MS: i64 = 3_600_000;
+
+/// Claim the one due trigger as `owner`.
+async fn claim_one(host: &TestHost, owner: &str, lease_ms: i64) -> Claim {
+    let mut claims = host
+        .store
+        .trigger_claim_batch(owner, lease_ms, 1, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1, "{owner} expected to claim one trigger");
+    claims.remove(0)
+}
+
+/// Claim as `owner` an hour from now by the database's reckoning, when
+/// every earlier lease has expired: a takeover.
+async fn take_over(host: &TestHost, owner: &str, lease_ms: i64) -> Claim {
+    let now = host.store.now_ms().await.unwrap();
+    let mut claims = host
+        .store
+        .trigger_claim_batch(owner, lease_ms, 1, Some(now + HOUR_MS))
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1, "{owner} expected to take one trigger over");
+    claims.remove(0)
+}
 
 #[tokio::test]
 async fn claim_skips_trigger_with_live_lease() {
@@ -53,12 +77,7 @@ async fn the_lease_is_measured_on_the_database_clock() {
     host.job("hello", "hello", "").await;
     host.trigger("hello", json!({})).await;
     let before = host.store.now_ms().await.unwrap();
-    let claim = host
-        .store
-        .trigger_claim_batch("A", 30_000, 1, None)
-        .await
-        .unwrap()
-        .remove(0);
+    let claim = claim_one(&host, "A", 30_000).await;
     let after = host.store.now_ms().await.unwrap();
     assert!(claim.lease_until >= before + 30_000 && claim.lease_until <= after + 30_000);
 }
@@ -68,21 +87,11 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
     let host = TestHost::new().await;
     host.job("hello", "hello", "").await;
     let t = host.trigger("hello", json!({})).await;
-    let a = host
-        .store
-        .trigger_claim_batch("A", 30_000, 1, None)
-        .await
-        .unwrap()
-        .remove(0);
+    let a = claim_one(&host, "A", 30_000).await;
     let a_lease = a.lease("A");
     // B claims an hour later by the database's reckoning: A's lease expired.
     let now = host.store.now_ms().await.unwrap();
-    let b = host
-        .store
-        .trigger_claim_batch("B", 30_000, 1, Some(now + HOUR_MS))
-        .await
-        .unwrap()
-        .remove(0);
+    let b = take_over(&host, "B", 30_000).await;
     assert_eq!(b.fencing_token, a.fencing_token + 1);
     assert_eq!(b.attempt_no, 2);
     let b_lease = b.lease("B");
@@ -172,24 +181,13 @@ async fn a_takeover_reads_the_last_checkpoint_as_input() {
     let host = TestHost::new().await;
     host.job("hello", "hello", "[params]\nsteps = 5").await;
     let t = host.trigger("hello", json!({})).await;
-    let a = host
-        .store
-        .trigger_claim_batch("A", 30_000, 1, None)
-        .await
-        .unwrap()
-        .remove(0);
+    let a = claim_one(&host, "A", 30_000).await;
     // A saved step 2 (little-endian u32) and then vanished.
     host.store
         .checkpoint_save(&a.lease("A"), &2u32.to_le_bytes())
         .await
         .unwrap();
-    let now = host.store.now_ms().await.unwrap();
-    let b = host
-        .store
-        .trigger_claim_batch("B", 30_000, 1, Some(now + HOUR_MS))
-        .await
-        .unwrap()
-        .remove(0);
+    let b = take_over(&host, "B", 30_000).await;
     let runner = host.runner("B", Duration::from_secs(30));
     let summary = runner.execute(b).await;
     assert!(summary.committed, "{summary:?}");
