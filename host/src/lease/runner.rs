@@ -69,8 +69,15 @@ pub struct AttemptSummary {
     pub committed: bool,
 }
 
+/// What a runner needs of a plan version.
+struct Plan {
+    component_digest: String,
+    spec: PlanSpec,
+}
+
 /// A runner bound to one store and one sandbox.
 pub struct Runner {
+    plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
     store: Store,
     sandbox: Arc<Sandbox>,
     config: RunnerConfig,
@@ -81,6 +88,7 @@ pub struct Runner {
 impl Runner {
     pub fn new(store: Store, sandbox: Arc<Sandbox>, config: RunnerConfig) -> Arc<Self> {
         Arc::new(Self {
+            plans: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             store,
             sandbox,
@@ -292,14 +300,10 @@ impl Runner {
         if claim.origin != "schedule" {
             return Ok(None);
         }
-        let plan = self
-            .store
-            .plan_get(&claim.job_id, claim.plan_version)
-            .await?;
-        let Ok(spec) = serde_json::from_str::<PlanSpec>(&plan.spec) else {
+        let Ok(plan) = self.plan(claim).await else {
             return Ok(None);
         };
-        let Ok(schedule) = spec.schedule_spec() else {
+        let Ok(schedule) = plan.spec.schedule_spec() else {
             return Ok(None);
         };
         let running = self
@@ -350,6 +354,31 @@ impl Runner {
         }
     }
 
+    /// The claim's plan version, read once per process: versions are
+    /// immutable, so the cache never goes stale.
+    async fn plan(&self, claim: &Claim) -> Result<Arc<Plan>, String> {
+        let key = (claim.job_id.clone(), claim.plan_version);
+        if let Some(plan) = self.plans.lock().expect("plan cache").get(&key) {
+            return Ok(plan.clone());
+        }
+        let record = self
+            .store
+            .plan_get(&claim.job_id, claim.plan_version)
+            .await
+            .map_err(|e| e.to_string())?;
+        let spec: PlanSpec = serde_json::from_str(&record.spec)
+            .map_err(|e| format!("stored plan unreadable: {e}"))?;
+        let plan = Arc::new(Plan {
+            component_digest: record.component_digest,
+            spec,
+        });
+        self.plans
+            .lock()
+            .expect("plan cache")
+            .insert(key, plan.clone());
+        Ok(plan)
+    }
+
     async fn run_attempt(
         &self,
         claim: &Claim,
@@ -363,13 +392,8 @@ impl Runner {
         ),
         String,
     > {
-        let plan = self
-            .store
-            .plan_get(&claim.job_id, claim.plan_version)
-            .await
-            .map_err(|e| e.to_string())?;
-        let spec: PlanSpec =
-            serde_json::from_str(&plan.spec).map_err(|e| format!("stored plan unreadable: {e}"))?;
+        let plan = self.plan(claim).await?;
+        let spec = &plan.spec;
         let group = self
             .store
             .group_get(&claim.resource_group)
@@ -423,7 +447,7 @@ impl Runner {
         })
         .await
         .map_err(|e| format!("attempt thread failed: {e}"))?;
-        Ok((report, spec.retry))
+        Ok((report, spec.retry.clone()))
     }
 }
 
