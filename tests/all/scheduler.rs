@@ -336,6 +336,56 @@ async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_floodi
 }
 
 #[tokio::test]
+async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one() {
+    let host = TestHost::new().await;
+    let every_second = "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"";
+    host.job("tick", "noop", &format!("[params]\nv = 1\n{every_second}"))
+        .await;
+    let s = Scanner::new(
+        host.store.clone(),
+        ScannerConfig {
+            owner: "S".into(),
+            lookahead: Duration::from_secs(5),
+            ..ScannerConfig::default()
+        },
+    );
+    let now = host.store.now_ms().await.unwrap();
+    let first = s.tick(Some(now)).await.unwrap();
+    assert!(first.created >= 4, "{first:?}");
+    let v1_before: Vec<(String, i64)> =
+        sqlx::query_as("SELECT plan_key, plan_version FROM triggers ORDER BY id")
+            .fetch_all(host.store.pool())
+            .await
+            .unwrap();
+    // v2 becomes active now, while v1's lookahead triggers are still ahead.
+    assert_eq!(
+        host.job("tick", "noop", &format!("[params]\nv = 2\n{every_second}"))
+            .await,
+        2
+    );
+    let later = host.store.now_ms().await.unwrap() + 10_000;
+    s.tick(Some(later)).await.unwrap();
+    // Every v1 trigger is untouched, and no instant has two triggers.
+    let after: Vec<(String, i64)> =
+        sqlx::query_as("SELECT plan_key, plan_version FROM triggers ORDER BY id")
+            .fetch_all(host.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(&after[..v1_before.len()], &v1_before[..]);
+    let doubled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT scheduled_at FROM triggers GROUP BY scheduled_at HAVING count(*) > 1)",
+    )
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(doubled, 0);
+    assert!(
+        after.iter().any(|(_, v)| *v == 2),
+        "v2 fires after it became active"
+    );
+}
+
+#[tokio::test]
 async fn misfire_manual_parks_every_missed_time() {
     let (host, report, _) = outage("misfire = \"manual\"").await;
     assert_eq!((report.created, report.skipped, report.parked), (31, 0, 30));

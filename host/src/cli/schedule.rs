@@ -45,6 +45,13 @@ pub enum ScheduleCmd {
     },
     /// Show the scanner's shards: owner, generation, watermark, counts.
     Shards,
+    /// Show fire times decided not to run (misfire skips), newest first.
+    Skipped {
+        /// Only this job.
+        job: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
 }
 
 /// A 5-field crontab line gets a leading `0` seconds field.
@@ -157,6 +164,18 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
                 println!("  {}", line(**t, za));
             }
             println!("in both: {}", set_a.intersection(&set_b).count());
+        }
+        ScheduleCmd::Skipped { job, limit } => {
+            let store = Store::open(database_url).await?;
+            for (reason, n) in store.skipped_counts().await? {
+                println!("{reason}: {n} in all");
+            }
+            for (job, version, at, reason) in store.skipped_list(job.as_deref(), limit).await? {
+                println!(
+                    "{job}@v{version}  {}  {reason}",
+                    crate::time::rfc3339(crate::time::from_millis(at))
+                );
+            }
         }
         ScheduleCmd::Shards => {
             let store = Store::open(database_url).await?;

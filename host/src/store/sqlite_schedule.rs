@@ -171,9 +171,9 @@ impl Store {
         .await?)
     }
 
-    /// Scheduled triggers that already exist for the jobs of a shard in
-    /// `[from, to)` — the overlap a re-scan covers again — so a scan inserts
-    /// only what is missing.
+    /// Scheduled triggers (of any plan version) that already exist for the
+    /// jobs of a shard in `[from, to)` — the overlap a re-scan covers again —
+    /// so a scan inserts only what is missing.
     pub async fn shard_existing(
         &self,
         shard: u32,
@@ -193,24 +193,18 @@ impl Store {
         Ok(rows.into_iter().collect())
     }
 
-    /// Fire times of a job version in `[from, to)` that are already decided:
-    /// a trigger exists or the time was recorded as skipped.
-    pub async fn decided_times(
-        &self,
-        job_id: &str,
-        version: i64,
-        from: i64,
-        to: i64,
-    ) -> StoreResult<Vec<i64>> {
+    /// Fire times of a job in `[from, to)` that are already decided, under
+    /// any plan version: a trigger exists or the time was recorded as
+    /// skipped. (A new version never fires a time an older one already
+    /// decided, and never rewrites it.)
+    pub async fn decided_times(&self, job_id: &str, from: i64, to: i64) -> StoreResult<Vec<i64>> {
         Ok(sqlx::query_scalar(
             "SELECT scheduled_at FROM triggers \
-                 WHERE job_id = ?1 AND plan_version = ?2 AND origin = 'schedule' \
-                   AND scheduled_at >= ?3 AND scheduled_at < ?4 \
+                 WHERE job_id = ?1 AND origin = 'schedule' AND scheduled_at >= ?2 AND scheduled_at < ?3 \
              UNION SELECT scheduled_at FROM skipped_fires \
-                 WHERE job_id = ?1 AND plan_version = ?2 AND scheduled_at >= ?3 AND scheduled_at < ?4",
+                 WHERE job_id = ?1 AND scheduled_at >= ?2 AND scheduled_at < ?3",
         )
         .bind(job_id)
-        .bind(version)
         .bind(from)
         .bind(to)
         .fetch_all(&self.pool)
@@ -273,6 +267,22 @@ impl Store {
         }
         tx.commit().await?;
         Ok((created, triggers.len() as i64 - created))
+    }
+
+    /// Skipped fire times, newest first, optionally of one job.
+    pub async fn skipped_list(
+        &self,
+        job_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, i64, i64, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
+             WHERE ?1 IS NULL OR job_id = ?1 ORDER BY scheduled_at DESC LIMIT ?2",
+        )
+        .bind(job_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// Skipped fire times by reason.
