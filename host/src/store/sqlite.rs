@@ -16,7 +16,7 @@ macro_rules! now_ms {
     };
 }
 
-type Tx = Transaction<'static, Sqlite>;
+pub(super) type Tx = Transaction<'static, Sqlite>;
 
 /// The columns of a [`TriggerRecord`], as a literal for `concat!`.
 macro_rules! trigger_columns {
@@ -38,7 +38,7 @@ macro_rules! attempt_columns {
 }
 
 impl Store {
-    async fn begin_immediate(&self) -> StoreResult<Tx> {
+    pub(super) async fn begin_immediate(&self) -> StoreResult<Tx> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
@@ -52,7 +52,7 @@ impl Store {
     // ---- audit log -------------------------------------------------------
 
     /// Append an entry inside `tx`, chained to the last one.
-    async fn audit_append(
+    pub(super) async fn audit_append(
         tx: &mut Tx,
         actor: &str,
         action: &str,
@@ -130,7 +130,7 @@ impl Store {
 
     // ---- counters --------------------------------------------------------
 
-    async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
+    pub(super) async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
     where
         E: sqlx::Executor<'e, Database = Sqlite>,
     {
@@ -640,7 +640,7 @@ impl Store {
     }
 
     /// Count a stale write and build its error.
-    async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
+    pub(super) async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
         let found: Option<i64> =
             match sqlx::query_scalar("SELECT fencing_token FROM triggers WHERE id = ?")
                 .bind(lease.trigger_id)
