@@ -48,10 +48,17 @@ mod raw {
         }
     }
     impl effects::Host for State {
-        fn invoke(&mut self, r: effects::Request) -> Result<effects::Outcome, effects::EffectError> {
+        fn invoke(
+            &mut self,
+            r: effects::Request,
+        ) -> Result<effects::Outcome, effects::EffectError> {
             Err(effects::EffectError::NotGranted(r.connector))
         }
-        fn query(&mut self, c: String, _: String) -> Result<Option<effects::Outcome>, effects::EffectError> {
+        fn query(
+            &mut self,
+            c: String,
+            _: String,
+        ) -> Result<Option<effects::Outcome>, effects::EffectError> {
             Err(effects::EffectError::NotGranted(c))
         }
     }
@@ -97,11 +104,18 @@ fn raw_run(engine: &Engine, pre: &raw::JobPre<raw::State>, fuel_and_epochs: bool
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e6;
-    (at(0.50), at(0.99), samples.iter().sum::<Duration>().as_secs_f64() * 1e6 / samples.len() as f64)
+    (
+        at(0.50),
+        at(0.99),
+        samples.iter().sum::<Duration>().as_secs_f64() * 1e6 / samples.len() as f64,
+    )
 }
 
 fn main() {
-    let runs: usize = std::env::var("PADDOCK_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let runs: usize = std::env::var("PADDOCK_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/guests/noop.wasm");
     let bytes = std::fs::read(path).expect("build the guests first: bash scripts/build-guests.sh");
 
@@ -120,8 +134,18 @@ fn main() {
     };
     let services: Arc<dyn paddock::sandbox::AttemptServices> = Arc::new(NoServices);
     let paddock_run = || {
-        let report = sandbox.run(&prepared, invocation.clone(), &limits, services.clone(), Arc::new(StopSignal::default()));
-        assert!(matches!(report.result, paddock::sandbox::RunResult::Output(_)), "{:?}", report.result);
+        let report = sandbox.run(
+            &prepared,
+            invocation.clone(),
+            &limits,
+            services.clone(),
+            Arc::new(StopSignal::default()),
+        );
+        assert!(
+            matches!(report.result, paddock::sandbox::RunResult::Output(_)),
+            "{:?}",
+            report.result
+        );
     };
 
     let same_engine = engine(true);
@@ -135,7 +159,11 @@ fn main() {
         raw_run(&same_engine, &same_pre, true);
         raw_run(&min_engine, &min_pre, false);
     }
-    let (mut p, mut s, mut m) = (Vec::with_capacity(runs), Vec::with_capacity(runs), Vec::with_capacity(runs));
+    let (mut p, mut s, mut m) = (
+        Vec::with_capacity(runs),
+        Vec::with_capacity(runs),
+        Vec::with_capacity(runs),
+    );
     for _ in 0..runs {
         let t = Instant::now();
         paddock_run();
@@ -152,9 +180,26 @@ fn main() {
     let (mp50, mp99, mmean) = percentiles(m);
     println!("instantiate-and-run of the noop guest, {runs} runs each, interleaved (µs)");
     println!("{:<44} {:>8} {:>8} {:>8}", "path", "p50", "p99", "mean");
-    println!("{:<44} {:>8.2} {:>8.2} {:>8.2}", "paddock Sandbox::run", pp50, pp99, pmean);
-    println!("{:<44} {:>8.2} {:>8.2} {:>8.2}", "raw InstancePre (pooling + fuel + epochs)", sp50, sp99, smean);
-    println!("{:<44} {:>8.2} {:>8.2} {:>8.2}", "raw InstancePre (pooling only)", mp50, mp99, mmean);
-    println!("ratio paddock / raw same config: p50 {:.2}x  p99 {:.2}x", pp50 / sp50, pp99 / sp99);
-    println!("ratio paddock / raw pooling only: p50 {:.2}x  p99 {:.2}x", pp50 / mp50, pp99 / mp99);
+    println!(
+        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
+        "paddock Sandbox::run", pp50, pp99, pmean
+    );
+    println!(
+        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
+        "raw InstancePre (pooling + fuel + epochs)", sp50, sp99, smean
+    );
+    println!(
+        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
+        "raw InstancePre (pooling only)", mp50, mp99, mmean
+    );
+    println!(
+        "ratio paddock / raw same config: p50 {:.2}x  p99 {:.2}x",
+        pp50 / sp50,
+        pp99 / sp99
+    );
+    println!(
+        "ratio paddock / raw pooling only: p50 {:.2}x  p99 {:.2}x",
+        pp50 / mp50,
+        pp99 / mp99
+    );
 }

@@ -3,8 +3,10 @@
 //! built by `scripts/build-guests.sh`.
 
 mod bad_input;
+mod effects;
 mod guests;
 mod leases;
+mod ledger;
 mod registration;
 
 use paddock::lease::{Runner, RunnerConfig};
