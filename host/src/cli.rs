@@ -4,6 +4,7 @@
 //! [`print`].
 
 mod demo;
+mod exceptions;
 mod print;
 
 use crate::lease::{Runner, RunnerConfig};
@@ -60,6 +61,15 @@ enum Command {
     Audit(AuditCmd),
     /// Run the embedded demo on a fresh SQLite database and print the results.
     Demo(demo::DemoArgs),
+    /// Set and list connectors (the downstreams effects go to).
+    #[command(subcommand)]
+    Connector(exceptions::ConnectorCmd),
+    /// List effect records; resolve unknown ones by key.
+    #[command(subcommand)]
+    Effects(exceptions::EffectsCmd),
+    /// List, show and resolve exception tickets.
+    #[command(subcommand)]
+    Exceptions(exceptions::ExceptionsCmd),
 }
 
 #[derive(Subcommand)]
@@ -398,6 +408,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
+        Command::Effects(cmd) => exceptions::effects(&host, cmd).await?,
+        Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
         Command::Demo(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
