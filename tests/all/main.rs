@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod effects;
+mod effects_storm;
 mod guests;
 mod leases;
 mod ledger;

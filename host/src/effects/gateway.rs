@@ -18,11 +18,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// Gateway settings. Defaults: connector rows cached 1 s; a backoff inside
-/// one `invoke` is capped at 5 s (longer waits belong to `retry_wait`).
+/// one `invoke` is capped at 5 s (longer waits belong to `retry_wait`);
+/// `max_park` (default 0: off) lets a call wait, sending nothing, for an
+/// open breaker before answering `circuit-open` — it keeps the attempt but
+/// holds a runner slot, which in the retry-storm test cut throughput, so it
+/// is off until parking moves into the scheduler (`next_run_at`).
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub connector_ttl: Duration,
     pub max_inline_backoff: Duration,
+    pub max_park: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -30,6 +35,7 @@ impl Default for GatewayConfig {
         Self {
             connector_ttl: Duration::from_secs(1),
             max_inline_backoff: Duration::from_secs(5),
+            max_park: Duration::ZERO,
         }
     }
 }
@@ -479,6 +485,7 @@ impl EffectGateway {
         let budget = caller.retry.max_attempts.max(1) as i64;
         let mut sends = existing.map_or(0, |r| r.sends);
         let mut recorded = existing.is_some();
+        let mut parked = Duration::ZERO;
         loop {
             if caller.stop.is_some_and(|s| s.interrupting().is_some()) {
                 return Err(EffectError::LeaseLost.into());
@@ -494,6 +501,13 @@ impl EffectGateway {
                 Admit::Allowed => false,
                 Admit::Probe => true,
                 Admit::Rejected { retry_after_ms } => {
+                    // Park instead of burning an attempt, while the wait is short.
+                    let wait = Duration::from_millis(retry_after_ms.clamp(5, 100));
+                    if parked + wait <= self.config.max_park {
+                        parked += wait;
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
                     self.count("circuit_open_rejections").await;
                     return Err(EffectError::CircuitOpen(format!(
                         "connector '{}' is open; retry after {retry_after_ms} ms",
