@@ -474,3 +474,111 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     assert_eq!(rec.resolved_by, Some(format!("ticket:{}", tickets[0].id)));
     ledger.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+    let original = "order-9/reserve/v1";
+    host.trigger("pay", effect("ledger", "RES-C", "reserve", original, 30))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(ledger.resource("RES-C").await["balance"], 70);
+    let before = host.store.effect_get(original).await.unwrap().unwrap();
+
+    // Nothing recorded under the key: nothing to compensate.
+    let mut params = effect("ledger", "RES-C", "release", "order-0/undo", 30);
+    params["compensates"] = json!("order-0/reserve/v1");
+    let t0 = host.trigger("pay", params).await;
+    // The compensation: its own key, referencing the original.
+    let undo = "order-9/reserve/v1/undo";
+    let mut params = effect("ledger", "RES-C", "release", undo, 30);
+    params["compensates"] = json!(original);
+    let t1 = host.trigger("pay", params).await;
+    runner.run_until_idle().await.unwrap();
+    let t0 = host.store.trigger_get(t0.id).await.unwrap();
+    assert_eq!(t0.state, "failed");
+    assert!(t0.error_message.unwrap().contains("nothing is recorded"));
+    let t1 = host.store.trigger_get(t1.id).await.unwrap();
+    assert_eq!(t1.state, "succeeded", "{t1:?}");
+    assert_eq!(ledger.resource("RES-C").await["balance"], 100);
+    let rec = host.store.effect_get(undo).await.unwrap().unwrap();
+    assert_eq!(rec.compensates.as_deref(), Some(original));
+    assert_eq!(rec.sends, 1, "its own budget");
+    assert_eq!(
+        host.store.effect_get(original).await.unwrap().unwrap(),
+        before,
+        "the original is never rewritten"
+    );
+
+    // A compensation cannot itself be compensated.
+    let mut params = effect("ledger", "RES-C", "reserve", "order-9/undo/undo", 30);
+    params["compensates"] = json!(undo);
+    let t2 = host.trigger("pay", params).await;
+    runner.run_until_idle().await.unwrap();
+    let t2 = host.store.trigger_get(t2.id).await.unwrap();
+    assert_eq!(t2.state, "failed");
+    assert!(t2.error_message.unwrap().contains("cannot be compensated"));
+    assert_eq!(ledger.stat("requests_received").await, 2);
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evidence_ticket() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_millis(300), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let key = "order-5/reserve/v1";
+    ledger
+        .fault(json!({"latency_ms": 1000, "error_rate": 1.0, "count": 1,
+                      "scope": {"idempotency_key": key}}))
+        .await;
+    host.trigger("pay", effect("ledger", "RES-5", "reserve", key, 5))
+        .await;
+    let s = host
+        .runner("A", Duration::from_secs(30))
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(s[0].error_class.as_deref(), Some("unknown"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Another client uses the same key for another resource.
+    assert_eq!(
+        ledger.post_effect("RES-OTHER", "reserve", key, 5).await,
+        200
+    );
+
+    let report = EffectGateway::new(host.store.clone())
+        .recover(10)
+        .await
+        .unwrap();
+    assert_eq!((report.tickets, report.succeeded), (1, 0), "{report:?}");
+    let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
+    assert_eq!(tickets[0].kind, "evidence_conflict");
+    let evidence: Value = serde_json::from_str(&tickets[0].evidence).unwrap();
+    assert_eq!(
+        evidence["detail"]["downstream_record"]["resource"],
+        "RES-OTHER"
+    );
+    assert_eq!(evidence["effect"]["action"], "RES-5/reserve");
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        rec.state, "unknown",
+        "not marked from someone else's record"
+    );
+    ledger.stop().await;
+}

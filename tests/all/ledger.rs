@@ -83,6 +83,19 @@ impl Ledger {
         r.json().await.unwrap_or(Value::Null)
     }
 
+    /// An effect request sent straight to the ledger (another client).
+    pub async fn post_effect(&self, resource: &str, action: &str, key: &str, amount: i64) -> u16 {
+        self.client
+            .post(format!("{}/v1/{resource}/{action}", self.url))
+            .header("idempotency-key", key)
+            .json(&json!({"amount": amount}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     pub async fn stats(&self) -> Value {
         self.get("/v1/stats").await.1
     }

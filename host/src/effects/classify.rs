@@ -138,6 +138,20 @@ pub enum Found {
     Undecided(String),
 }
 
+/// Whether a downstream record found by key describes the operation this
+/// host recorded: when the record names a `resource` and an `action` (the
+/// reference ledger's do), `{resource}/{action}` must be our action.
+/// Records without them are taken at their word.
+pub fn evidence_matches(our_action: &str, record: &serde_json::Value) -> bool {
+    match (
+        record.get("resource").and_then(|v| v.as_str()),
+        record.get("action").and_then(|v| v.as_str()),
+    ) {
+        (Some(resource), Some(action)) => format!("{resource}/{action}") == our_action,
+        _ => true,
+    }
+}
+
 /// Which characters an action may use: it becomes a path under the
 /// connector's base URL, so it can never escape it.
 pub fn check_action(action: &str) -> Result<(), String> {
@@ -231,6 +245,17 @@ mod tests {
         assert_ne!(d, params_digest("c", "a", None, b"q"));
         assert_ne!(d, params_digest("c", "b", None, b"p"));
         assert_ne!(d, params_digest("c", "a", Some("k"), b"p"));
+    }
+
+    #[test]
+    fn a_downstream_record_for_another_operation_is_an_evidence_conflict() {
+        let record = serde_json::json!({"resource": "RES-1", "action": "reserve"});
+        assert!(evidence_matches("RES-1/reserve", &record));
+        assert!(!evidence_matches("RES-2/reserve", &record));
+        assert!(evidence_matches(
+            "anything",
+            &serde_json::json!({"status": 200})
+        ));
     }
 
     #[test]

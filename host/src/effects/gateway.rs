@@ -422,6 +422,21 @@ impl EffectGateway {
             ))));
         }
         match self.http.query(&live.record, key).await {
+            Found::Recorded { record, .. } if !classify::evidence_matches(&rec.action, &record) => {
+                let ticket = self
+                    .ticket(
+                        "evidence_conflict",
+                        key.clone(),
+                        caller.lease.trigger_id,
+                        Some(rec),
+                        serde_json::json!({"downstream_record": record}),
+                    )
+                    .await;
+                Ok(Some(Outcome::Unknown(format!(
+                    "the downstream's record for '{key}' is for another operation; exception ticket {}",
+                    ticket.map_or("not written".into(), |t| t.to_string())
+                ))))
+            }
             Found::Recorded { status, body, .. } => {
                 let (state, error) = if (200..300).contains(&status) {
                     ("succeeded", None)
@@ -796,6 +811,20 @@ impl EffectGateway {
                 continue;
             };
             let outcome = match self.http.query(&live.record, &rec.idempotency_key).await {
+                Found::Recorded { record, .. }
+                    if !classify::evidence_matches(&rec.action, &record) =>
+                {
+                    self.ticket(
+                        "evidence_conflict",
+                        rec.idempotency_key.clone(),
+                        rec.trigger_id,
+                        Some(&rec),
+                        serde_json::json!({"downstream_record": record}),
+                    )
+                    .await;
+                    report.tickets += 1;
+                    continue;
+                }
                 Found::Recorded { status, body, .. } => {
                     let ok = (200..300).contains(&status);
                     if ok {
