@@ -582,3 +582,44 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
     );
     ledger.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "1m", false))
+        .await;
+    let key = "order-3/reserve/v1";
+    ledger
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .await;
+    host.trigger("pay", effect("ledger", "RES-3", "reserve", key, 5))
+        .await;
+    host.runner("A", Duration::from_secs(30))
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(
+        host.store.effect_get(key).await.unwrap().unwrap().state,
+        "unknown"
+    );
+    let guard =
+        EffectGateway::new(host.store.clone()).spawn_recovery(Duration::from_millis(20), 100);
+    let mut state = String::new();
+    for _ in 0..250 {
+        state = host.store.effect_get(key).await.unwrap().unwrap().state;
+        if state == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(guard);
+    assert_eq!(state, "succeeded");
+    assert_eq!(ledger.stat("requests_received").await, 1, "nothing resent");
+    ledger.stop().await;
+}

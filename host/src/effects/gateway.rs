@@ -863,6 +863,24 @@ impl EffectGateway {
         Ok(report)
     }
 
+    /// Run [`EffectGateway::recover`] every `every` until the returned guard
+    /// is dropped (a `serve` process keeps one).
+    pub fn spawn_recovery(self: &Arc<Self>, every: Duration, limit: i64) -> RecoveryGuard {
+        let gateway = self.clone();
+        let task = tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                match gateway.recover(limit).await {
+                    Ok(r) if r.scanned > 0 => tracing::info!(?r, "effect recovery scan"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "effect recovery scan failed"),
+                }
+            }
+        });
+        RecoveryGuard(task)
+    }
+
     /// The breaker state of a connector in this process, if loaded.
     pub fn breaker_state(&self, connector: &str) -> Option<super::BreakerState> {
         self.live
@@ -870,6 +888,15 @@ impl EffectGateway {
             .unwrap()
             .get(connector)
             .map(|l| l.breaker.lock().unwrap().state())
+    }
+}
+
+/// Owns the background recovery scanner; stops it on drop.
+pub struct RecoveryGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for RecoveryGuard {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
