@@ -4,6 +4,7 @@
 //! [`print`].
 
 mod demo;
+mod exceptions;
 mod print;
 mod schedule;
 
@@ -65,6 +66,15 @@ enum Command {
     Audit(AuditCmd),
     /// Run the embedded demo on a fresh SQLite database and print the results.
     Demo(demo::DemoArgs),
+    /// Set and list connectors (the downstreams effects go to).
+    #[command(subcommand)]
+    Connector(exceptions::ConnectorCmd),
+    /// List effect records; resolve unknown ones by key.
+    #[command(subcommand)]
+    Effects(exceptions::EffectsCmd),
+    /// List, show and resolve exception tickets.
+    #[command(subcommand)]
+    Exceptions(exceptions::ExceptionsCmd),
 }
 
 #[derive(Subcommand)]
@@ -428,6 +438,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
+        Command::Effects(cmd) => exceptions::effects(&host, cmd).await?,
+        Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
         Command::Demo(_) | Command::Schedule(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
@@ -462,6 +475,11 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
     );
     let runner = Runner::new(host.store.clone(), host.sandbox.clone(), config);
     let scanner = Scanner::new(host.store.clone(), scanner_config);
+    // Effects whose outcome is unknown are resolved by key in the
+    // background; the guard stops the task when `serve` returns.
+    let _recovery = runner
+        .effects()
+        .spawn_recovery(Duration::from_secs(30), 1000);
     // One signal stops both loops: the scanner releases its shards, the
     // runner stops claiming and lets attempts in flight finish.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

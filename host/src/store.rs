@@ -17,6 +17,7 @@
 
 mod model;
 mod sqlite;
+mod sqlite_effects;
 mod sqlite_schedule;
 
 pub use model::*;

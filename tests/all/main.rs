@@ -4,8 +4,11 @@
 
 mod bad_input;
 mod croner_policy;
+mod effects;
+mod effects_storm;
 mod guests;
 mod leases;
+mod ledger;
 mod registration;
 mod scheduler;
 

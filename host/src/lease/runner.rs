@@ -3,6 +3,7 @@
 //! commits the result under its fencing token.
 
 use super::transitions;
+use crate::effects::{Caller, EffectGateway};
 use crate::registry::manifest::PlanSpec;
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
@@ -81,20 +82,38 @@ pub struct Runner {
     store: Store,
     sandbox: Arc<Sandbox>,
     config: RunnerConfig,
+    effects: Arc<EffectGateway>,
     wake: Notify,
     slots: Arc<Semaphore>,
 }
 
 impl Runner {
     pub fn new(store: Store, sandbox: Arc<Sandbox>, config: RunnerConfig) -> Arc<Self> {
+        let effects = EffectGateway::new(store.clone());
+        Self::with_effects(store, sandbox, config, effects)
+    }
+
+    /// A runner whose guests' effects go through `effects` (share one
+    /// gateway per process so breakers and permits are per process).
+    pub fn with_effects(
+        store: Store,
+        sandbox: Arc<Sandbox>,
+        config: RunnerConfig,
+        effects: Arc<EffectGateway>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             plans: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             store,
             sandbox,
             config,
+            effects,
             wake: Notify::new(),
         })
+    }
+
+    pub fn effects(&self) -> &Arc<EffectGateway> {
+        &self.effects
     }
 
     pub fn config(&self) -> &RunnerConfig {
@@ -440,6 +459,8 @@ impl Runner {
             progress,
             connectors: spec.connectors.clone(),
             runtime: tokio::runtime::Handle::current(),
+            effects: self.effects.clone(),
+            retry: spec.retry.clone(),
         });
         let sandbox = self.sandbox.clone();
         let report = tokio::task::spawn_blocking(move || {
@@ -536,6 +557,19 @@ struct RunnerServices {
     progress: Arc<AtomicI64>,
     connectors: Vec<String>,
     runtime: tokio::runtime::Handle,
+    effects: Arc<EffectGateway>,
+    retry: crate::registry::manifest::RetryPolicy,
+}
+
+impl RunnerServices {
+    fn caller(&self) -> Caller<'_> {
+        Caller {
+            lease: &self.lease,
+            granted: &self.connectors,
+            retry: &self.retry,
+            stop: Some(&self.stop),
+        }
+    }
 }
 
 impl AttemptServices for RunnerServices {
@@ -586,11 +620,18 @@ impl AttemptServices for RunnerServices {
         if self.stop.interrupting().is_some() {
             return Err(EffectError::LeaseLost);
         }
-        crate::effects::invoke(&self.connectors, &request)
+        // A downstream 409 or a stale intent/outcome write closes the gate
+        // (the gateway calls `stop.request(LeaseLost)`) and is counted.
+        self.runtime
+            .block_on(self.effects.invoke(&self.caller(), request))
     }
 
-    fn query_effect(&self, connector: &str, _key: &str) -> Result<Option<Outcome>, EffectError> {
-        crate::effects::query(&self.connectors, connector)
+    fn query_effect(&self, connector: &str, key: &str) -> Result<Option<Outcome>, EffectError> {
+        if self.stop.interrupting().is_some() {
+            return Err(EffectError::LeaseLost);
+        }
+        self.runtime
+            .block_on(self.effects.query(&self.caller(), connector, key))
     }
 }
 

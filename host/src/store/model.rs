@@ -266,3 +266,111 @@ pub struct ScheduledTrigger {
     /// `pending`, or `manual` when parked for approval.
     pub state: &'static str,
 }
+
+/// An admin-configured connector (see `migrations/sqlite/0003_effects.sql`).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
+pub struct ConnectorRecord {
+    pub name: String,
+    /// `http`.
+    pub kind: String,
+    pub base_url: String,
+    pub timeout_ms: i64,
+    pub permits: i64,
+    /// Calls per second; 0 means unlimited.
+    pub rate_per_sec: f64,
+    /// The downstream rejects fencing tokens lower than the highest it has
+    /// seen (per resource for the reference ledger: one trigger per resource).
+    pub compares_tokens: bool,
+    /// The downstream answers `GET {base_url}/operations/{key}`.
+    pub queryable: bool,
+    pub breaker_failure_rate: f64,
+    pub breaker_min_calls: i64,
+    pub breaker_window_ms: i64,
+    pub breaker_open_ms: i64,
+}
+
+/// One effect row.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct EffectRecord {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub trigger_id: i64,
+    pub attempt_id: Option<i64>,
+    pub connector: String,
+    pub action: String,
+    pub params_digest: String,
+    pub request_id: String,
+    pub fencing_token: i64,
+    /// intent | succeeded | failed | unknown | retryable
+    pub state: String,
+    pub response: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub compensates: Option<String>,
+    pub sends: i64,
+    pub last_status: Option<i64>,
+    pub resolved_by: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A new effect intent, written under a lease.
+#[derive(Debug, Clone)]
+pub struct NewEffect {
+    pub idempotency_key: String,
+    pub connector: String,
+    pub action: String,
+    pub params_digest: String,
+    pub request_id: String,
+    pub compensates: Option<String>,
+}
+
+/// What a send ended as, written under the lease that sent it.
+#[derive(Debug, Clone)]
+pub struct EffectOutcome {
+    /// succeeded | failed | unknown | retryable
+    pub state: &'static str,
+    pub response: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub last_status: Option<i64>,
+    pub resolved_by: &'static str,
+}
+
+/// An exception ticket.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct ExceptionRecord {
+    pub id: i64,
+    /// unknown_outcome | key_conflict | budget_exhausted | evidence_conflict
+    pub kind: String,
+    pub subject: String,
+    pub trigger_id: Option<i64>,
+    pub effect_key: Option<String>,
+    /// Canonical JSON.
+    pub evidence: String,
+    /// JSON array of action names.
+    pub allowed_actions: String,
+    pub state: String,
+    pub resolution: Option<String>,
+    pub resolved_by: Option<String>,
+    pub reason: Option<String>,
+    pub before_digest: Option<String>,
+    pub after_digest: Option<String>,
+    pub created_at: i64,
+    pub resolved_at: Option<i64>,
+}
+
+impl ExceptionRecord {
+    pub fn allowed(&self) -> Vec<String> {
+        serde_json::from_str(&self.allowed_actions).unwrap_or_default()
+    }
+}
+
+/// A new exception ticket.
+#[derive(Debug, Clone)]
+pub struct NewException {
+    pub kind: &'static str,
+    pub subject: String,
+    pub trigger_id: Option<i64>,
+    pub effect_key: Option<String>,
+    pub evidence: serde_json::Value,
+    pub allowed_actions: Vec<&'static str>,
+}

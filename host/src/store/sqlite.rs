@@ -16,7 +16,7 @@ macro_rules! now_ms {
     };
 }
 
-type Tx = Transaction<'static, Sqlite>;
+pub(super) type Tx = Transaction<'static, Sqlite>;
 
 /// The columns of a [`TriggerRecord`], as a literal for `concat!`.
 macro_rules! trigger_columns {
@@ -38,7 +38,7 @@ macro_rules! attempt_columns {
 }
 
 impl Store {
-    async fn begin_immediate(&self) -> StoreResult<Tx> {
+    pub(super) async fn begin_immediate(&self) -> StoreResult<Tx> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 

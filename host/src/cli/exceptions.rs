@@ -1,0 +1,287 @@
+//! `paddock connector set|list`, `paddock effects list|recover` and
+//! `paddock exceptions list|show|resolve`: the admin side of the
+//! side-effect plane.
+
+use super::{Host, duration_arg};
+use crate::effects::EffectGateway;
+use crate::store::ConnectorRecord;
+use crate::time::{from_millis, rfc3339};
+use anyhow::bail;
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum ConnectorCmd {
+    /// Create or change a connector (audited).
+    Set {
+        name: String,
+        /// Connector kind; only `http`.
+        #[arg(long, default_value = "http")]
+        kind: String,
+        /// Base URL: effects POST to {base}/{action}, queries GET
+        /// {base}/operations/{key}.
+        #[arg(long)]
+        base_url: String,
+        /// Per-call timeout; a timeout is an unknown outcome, never a failure.
+        #[arg(long, default_value = "10s")]
+        timeout: String,
+        /// Calls in flight at once per host process.
+        #[arg(long, default_value_t = 16)]
+        permits: i64,
+        /// Calls per second (0: unlimited).
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// The downstream rejects lower fencing tokens. The reference ledger
+        /// compares them per resource: use one trigger per resource.
+        #[arg(long)]
+        compares_tokens: bool,
+        /// The downstream answers GET {base}/operations/{key} (200 / 404).
+        #[arg(long)]
+        queryable: bool,
+        /// Failure rate (transient + unknown) that opens the breaker.
+        #[arg(long, default_value_t = 0.5)]
+        breaker_failure_rate: f64,
+        /// Calls in the window before the rate is judged.
+        #[arg(long, default_value_t = 10)]
+        breaker_min_calls: i64,
+        #[arg(long, default_value = "10s")]
+        breaker_window: String,
+        /// How long the breaker stays open before one probe.
+        #[arg(long, default_value = "5s")]
+        breaker_open: String,
+    },
+    /// List connectors.
+    List,
+}
+
+#[derive(Subcommand)]
+pub enum EffectsCmd {
+    /// The newest effect records.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Resolve effects left intent/unknown by attempts without a live lease,
+    /// by querying the downstream by key (never resends).
+    Recover {
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ExceptionsCmd {
+    /// List tickets (open ones unless --all).
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one ticket with its evidence and allowed actions.
+    Show { id: i64 },
+    /// Resolve a ticket with one of its allowed actions; needs --actor
+    /// (global) and --reason. Writes new facts and an audit entry.
+    Resolve {
+        id: i64,
+        /// mark_succeeded | mark_failed | resend | dismiss (as allowed).
+        #[arg(long)]
+        action: String,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::Result<()> {
+    match cmd {
+        ConnectorCmd::Set {
+            name,
+            kind,
+            base_url,
+            timeout,
+            permits,
+            rate,
+            compares_tokens,
+            queryable,
+            breaker_failure_rate,
+            breaker_min_calls,
+            breaker_window,
+            breaker_open,
+        } => {
+            if kind != "http" {
+                bail!("connector kind '{kind}' is not supported (use http)");
+            }
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                bail!("--base-url must start with http:// or https://");
+            }
+            let record = ConnectorRecord {
+                name: name.clone(),
+                kind,
+                base_url,
+                timeout_ms: duration_arg(&timeout)?.as_millis() as i64,
+                permits,
+                rate_per_sec: rate,
+                compares_tokens,
+                queryable,
+                breaker_failure_rate,
+                breaker_min_calls,
+                breaker_window_ms: duration_arg(&breaker_window)?.as_millis() as i64,
+                breaker_open_ms: duration_arg(&breaker_open)?.as_millis() as i64,
+            };
+            host.store.connector_put(&record, actor).await?;
+            println!("connector {name} set");
+        }
+        ConnectorCmd::List => {
+            println!(
+                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9}  breaker",
+                "connector",
+                "kind",
+                "base_url",
+                "timeout",
+                "permits",
+                "rate",
+                "tokens",
+                "queryable"
+            );
+            for c in host.store.connectors_list().await? {
+                println!(
+                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9}  {}% of >={} in {}ms, open {}ms",
+                    c.name,
+                    c.kind,
+                    c.base_url,
+                    c.timeout_ms,
+                    c.permits,
+                    c.rate_per_sec,
+                    c.compares_tokens,
+                    c.queryable,
+                    (c.breaker_failure_rate * 100.0) as i64,
+                    c.breaker_min_calls,
+                    c.breaker_window_ms,
+                    c.breaker_open_ms
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn effects(host: &Host, cmd: EffectsCmd) -> anyhow::Result<()> {
+    match cmd {
+        EffectsCmd::List { limit } => {
+            println!(
+                "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  resolved_by",
+                "id", "key", "connector", "action", "trigger", "state", "sends", "token"
+            );
+            for e in host.store.effects_list(limit).await? {
+                println!(
+                    "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  {}",
+                    e.id,
+                    e.idempotency_key,
+                    e.connector,
+                    e.action,
+                    e.trigger_id,
+                    e.state,
+                    e.sends,
+                    e.fencing_token,
+                    e.resolved_by.unwrap_or_default()
+                );
+            }
+        }
+        EffectsCmd::Recover { limit } => {
+            let report = EffectGateway::new(host.store.clone())
+                .recover(limit)
+                .await?;
+            println!(
+                "scanned {}: {} succeeded, {} failed, {} not found (retryable), {} ticketed, {} undecided",
+                report.scanned,
+                report.succeeded,
+                report.failed,
+                report.not_found,
+                report.tickets,
+                report.undecided
+            );
+        }
+    }
+    Ok(())
+}
+
+pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {
+    match cmd {
+        ExceptionsCmd::List { all } => {
+            let tickets = host
+                .store
+                .exceptions_list(if all { None } else { Some("open") })
+                .await?;
+            println!(
+                "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  allowed",
+                "id", "kind", "state", "subject", "trigger", "created"
+            );
+            for t in tickets {
+                println!(
+                    "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  {}",
+                    t.id,
+                    t.kind,
+                    t.state,
+                    t.subject,
+                    t.trigger_id.map(|i| i.to_string()).unwrap_or_default(),
+                    rfc3339(from_millis(t.created_at)),
+                    t.allowed().join(",")
+                );
+            }
+        }
+        ExceptionsCmd::Show { id } => {
+            let t = host.store.exception_get(id).await?;
+            println!("exception {} ({}) — {}", t.id, t.kind, t.state);
+            println!("subject:  {}", t.subject);
+            if let Some(key) = &t.effect_key {
+                println!("effect:   {key}");
+                if let Some(e) = host.store.effect_get(key).await? {
+                    println!(
+                        "          now {} (sends {}, token {}, resolved by {})",
+                        e.state,
+                        e.sends,
+                        e.fencing_token,
+                        e.resolved_by.unwrap_or_else(|| "-".into())
+                    );
+                }
+            }
+            println!("created:  {}", rfc3339(from_millis(t.created_at)));
+            println!("allowed:  {}", t.allowed().join(", "));
+            if t.state == "resolved" {
+                println!(
+                    "resolved: {} by {} at {} — {}",
+                    t.resolution.as_deref().unwrap_or("?"),
+                    t.resolved_by.as_deref().unwrap_or("?"),
+                    t.resolved_at
+                        .map(|at| rfc3339(from_millis(at)))
+                        .unwrap_or_default(),
+                    t.reason.as_deref().unwrap_or("")
+                );
+                println!(
+                    "digests:  before {} after {}",
+                    t.before_digest.as_deref().unwrap_or("-"),
+                    t.after_digest.as_deref().unwrap_or("-")
+                );
+            }
+            let evidence: serde_json::Value = serde_json::from_str(&t.evidence)?;
+            println!("evidence:\n{}", serde_json::to_string_pretty(&evidence)?);
+        }
+        ExceptionsCmd::Resolve { id, action, reason } => {
+            if actor == "cli" {
+                bail!(
+                    "resolving an exception needs a person: pass --actor NAME (or PADDOCK_ACTOR)"
+                );
+            }
+            let t = host
+                .store
+                .exception_resolve(id, &action, actor, &reason)
+                .await?;
+            println!(
+                "exception {} resolved: {} by {} (effect digest {} -> {})",
+                t.id,
+                action,
+                actor,
+                t.before_digest.as_deref().unwrap_or("-"),
+                t.after_digest.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    Ok(())
+}

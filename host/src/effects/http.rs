@@ -1,0 +1,154 @@
+//! The `http` connector (reqwest): one POST per send, one GET per query.
+//!
+//! - send: `POST {base_url}/{action}` with the payload as the body and the
+//!   headers `Idempotency-Key`, `Fencing-Token` (the attempt's token, always
+//!   sent; only a downstream with `compares_tokens` enforces it) and
+//!   `X-Request-Id`;
+//! - query: `GET {base_url}/operations/{key}` → `200 {"status", "response"}`
+//!   (the recorded answer) or `404` (never happened).
+//!
+//! A connect error means nothing was sent; any other failure after the
+//! request left (timeout, reset, unreadable body) is [`Answer::Lost`]:
+//! unknown, never failed.
+
+use super::classify::{Answer, Found};
+use crate::store::ConnectorRecord;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct HttpConnector {
+    client: reqwest::Client,
+}
+
+impl Default for HttpConnector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Percent-encode everything but RFC 3986 unreserved characters.
+fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(" <- ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+impl HttpConnector {
+    pub fn new() -> Self {
+        Self {
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build()
+                .expect("reqwest client with default TLS config"),
+        }
+    }
+
+    fn url(c: &ConnectorRecord, path: &str) -> String {
+        format!("{}/{}", c.base_url.trim_end_matches('/'), path)
+    }
+
+    pub async fn send(
+        &self,
+        c: &ConnectorRecord,
+        action: &str,
+        key: &str,
+        token: i64,
+        request_id: &str,
+        payload: &[u8],
+    ) -> Answer {
+        let sent = self
+            .client
+            .post(Self::url(c, action))
+            .timeout(Duration::from_millis(c.timeout_ms as u64))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .header("fencing-token", token.to_string())
+            .header("x-request-id", request_id)
+            .body(payload.to_vec())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Answer::NotSent(describe(&e)),
+            Err(e) => return Answer::Lost(describe(&e)),
+        };
+        let status = response.status().as_u16();
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        match response.bytes().await {
+            Ok(body) => Answer::Status {
+                status,
+                replayed,
+                body: body.to_vec(),
+            },
+            Err(e) => Answer::Lost(format!("status {status}, body lost: {}", describe(&e))),
+        }
+    }
+
+    pub async fn query(&self, c: &ConnectorRecord, key: &str) -> Found {
+        let url = Self::url(c, &format!("operations/{}", encode_segment(key)));
+        let response = match self
+            .client
+            .get(url)
+            .timeout(Duration::from_millis(c.timeout_ms as u64))
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Found::Undecided(describe(&e)),
+        };
+        match response.status().as_u16() {
+            404 => Found::NotFound,
+            200 => match response.json::<serde_json::Value>().await {
+                Ok(record) => {
+                    let status = record.get("status").and_then(|s| s.as_u64()).unwrap_or(0);
+                    if status == 0 {
+                        return Found::Undecided(format!("query answer has no status: {record}"));
+                    }
+                    let body = match record.get("response") {
+                        Some(serde_json::Value::String(s)) => s.clone().into_bytes(),
+                        Some(v) => v.to_string().into_bytes(),
+                        None => Vec::new(),
+                    };
+                    Found::Recorded {
+                        status: status as u16,
+                        body,
+                        record,
+                    }
+                }
+                Err(e) => Found::Undecided(format!("query answer unreadable: {}", describe(&e))),
+            },
+            other => Found::Undecided(format!("query answered {other}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_are_percent_encoded_in_query_paths() {
+        assert_eq!(
+            super::encode_segment("order-17/reserve v1"),
+            "order-17%2Freserve%20v1"
+        );
+    }
+}

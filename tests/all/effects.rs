@@ -1,0 +1,625 @@
+//! The side-effect gateway against the real reference downstream: duplicate
+//! delivery, the stale writer, key conflicts, unknowns at drain, and the
+//! retry storm. One trigger per ledger resource, because the ledger compares
+//! fencing tokens per resource while Paddock's are per trigger.
+
+use crate::TestHost;
+use crate::ledger::{Ledger, connector, effect, put};
+use paddock::effects::EffectGateway;
+use paddock::lease::{Runner, RunnerConfig};
+use paddock::store::NewTrigger;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const HOUR_MS: i64 = 3_600_000;
+
+fn result(t: &paddock::store::TriggerRecord) -> Value {
+    serde_json::from_slice(t.result.as_deref().unwrap_or(b"null")).unwrap()
+}
+
+async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap()
+}
+
+fn job_toml(connectors: &[&str], max_attempts: u32, backoff: &str, jitter: bool) -> String {
+    format!(
+        "connectors = {connectors:?}\n[retry]\nmax_attempts = {max_attempts}\nbackoff = \"{backoff}\"\njitter = {jitter}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_after_querying() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let key = "order-1/reserve/v1";
+    let now = host.store.now_ms().await.unwrap();
+    let new = NewTrigger {
+        job_id: "pay".into(),
+        plan_version: None,
+        origin: "schedule".into(),
+        scheduled_at: Some(now - 1000),
+        partition_key: None,
+        params: effect("ledger", "RES-1", "reserve", key, 5),
+    };
+    // Four re-scans create the same trigger: the plan key absorbs three.
+    let mut inserted = 0;
+    for _ in 0..4 {
+        inserted += host.store.trigger_create(&new).await.unwrap().1 as i32;
+    }
+    assert_eq!(inserted, 1);
+    // The first claimer's response is lost after the downstream commits.
+    ledger
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .await;
+    let a = host
+        .store
+        .trigger_claim_batch("A", 30_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(a.len(), 1);
+    // Woken three times while A holds the lease: nothing to claim.
+    for _ in 0..3 {
+        assert!(
+            host.store
+                .trigger_claim_batch("B", 30_000, 10, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let sa = host
+        .runner("A", Duration::from_secs(30))
+        .execute(a.into_iter().next().unwrap())
+        .await;
+    assert_eq!(sa.error_class.as_deref(), Some("unknown"), "{sa:?}");
+    assert_eq!(sa.outcome, "retry_wait");
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(rec.state, "unknown");
+    assert_eq!(ledger.stat("applied").await, 1, "the downstream committed");
+
+    // The second claim queries by key and replays; nothing is resent.
+    let b = host
+        .store
+        .trigger_claim_batch("B", 30_000, 10, Some(now + HOUR_MS))
+        .await
+        .unwrap();
+    assert_eq!(b.len(), 1);
+    let sb = host
+        .runner("B", Duration::from_secs(30))
+        .execute(b.into_iter().next().unwrap())
+        .await;
+    assert!(sb.committed, "{sb:?}");
+    let t = host.store.trigger_get(sb.trigger_id).await.unwrap();
+    assert_eq!(t.state, "succeeded");
+    assert_eq!(result(&t)["outcome"], "replayed");
+    assert_eq!(host.count("triggers").await, 1);
+    assert_eq!(host.count("attempts").await, 2);
+    assert_eq!(scalar(&host, "SELECT count(*) FROM effects").await, 1);
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1));
+    assert_eq!(rec.resolved_by.as_deref(), Some("query"));
+    let stats = ledger.stats().await;
+    assert_eq!(stats["applied"], 1);
+    assert_eq!(stats["requests_received"], 1, "{stats}");
+    assert_eq!(stats["replayed"], 0);
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(20), true),
+    )
+    .await;
+    host.job(
+        "release",
+        "effector",
+        &job_toml(&["ledger"], 3, "10ms", true),
+    )
+    .await;
+    let key = "RES-900/release/v1";
+    let t = host
+        .trigger("release", effect("ledger", "RES-900", "release", key, 10))
+        .await;
+    // Bring the trigger to token 76 so the first claim holds 77.
+    sqlx::query("UPDATE triggers SET fencing_token = 76 WHERE id = ?")
+        .bind(t.id)
+        .execute(host.store.pool())
+        .await
+        .unwrap();
+    ledger.hold(key, 77).await;
+    let a = host
+        .store
+        .trigger_claim_batch("A", 30_000, 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(a.fencing_token, 77);
+    let runner_a = host.runner("A", Duration::from_secs(30));
+    let attempt_a = tokio::spawn(async move { runner_a.execute(a).await });
+    ledger.wait_held(key, 1).await;
+
+    // 77's lease expires; 78 queries the key, finds nothing, sends.
+    let now = host.store.now_ms().await.unwrap();
+    let b = host
+        .store
+        .trigger_claim_batch("B", 30_000, 1, Some(now + HOUR_MS))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(b.fencing_token, 78);
+    let sb = host.runner("B", Duration::from_secs(30)).execute(b).await;
+    assert!(sb.committed, "{sb:?}");
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(t.state, "succeeded");
+    assert_eq!(result(&t)["outcome"], "done");
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state.as_str(), rec.fencing_token, rec.sends),
+        ("succeeded", 78, 2)
+    );
+
+    // 77's delayed request arrives now.
+    ledger.release(key).await;
+    let sa = attempt_a.await.unwrap();
+    assert_eq!(sa.outcome, "lease_lost", "{sa:?}");
+    assert!(!sa.committed);
+
+    let stats = ledger.stats().await;
+    assert_eq!(stats["applied"], 1, "exactly one release: {stats}");
+    assert_eq!(stats["stale_token_rejections"], 1);
+    assert_eq!(ledger.resource("RES-900").await["balance"], 110);
+    assert_eq!(
+        host.store
+            .counter("downstream_stale_token_rejections")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(host.store.counter("stale_effect_writes").await.unwrap(), 1);
+    assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
+    // The record still says what 78 did.
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((rec.state.as_str(), rec.fencing_token), ("succeeded", 78));
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing_is_sent() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let key = "order-7/charge/v1";
+    host.trigger("pay", effect("ledger", "RES-7", "charge", key, 5))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(ledger.stat("requests_received").await, 1);
+
+    let t2 = host
+        .trigger("pay", effect("ledger", "RES-7", "charge", key, 6))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    let t2 = host.store.trigger_get(t2.id).await.unwrap();
+    assert_eq!(t2.state, "failed");
+    assert_eq!(t2.error_class.as_deref(), Some("permanent"));
+    assert!(
+        t2.error_message
+            .as_deref()
+            .unwrap()
+            .contains("key-conflict"),
+        "{t2:?}"
+    );
+    assert_eq!(ledger.stat("requests_received").await, 1, "nothing sent");
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1));
+
+    let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
+    assert_eq!(tickets.len(), 1);
+    let ticket = &tickets[0];
+    assert_eq!(ticket.kind, "key_conflict");
+    assert_eq!(ticket.effect_key.as_deref(), Some(key));
+    let evidence: Value = serde_json::from_str(&ticket.evidence).unwrap();
+    assert_eq!(evidence["effect"]["state"], "succeeded");
+    assert_eq!(evidence["trigger"]["id"], t2.id);
+    assert!(evidence["detail"]["presented_digest"].is_string());
+
+    // Resolution needs an actor and a reason, writes new facts and an audit
+    // entry, and happens once.
+    assert!(
+        host.store
+            .exception_resolve(ticket.id, "dismiss", "alice", " ")
+            .await
+            .is_err()
+    );
+    assert!(
+        host.store
+            .exception_resolve(ticket.id, "mark_failed", "alice", "no")
+            .await
+            .is_err()
+    );
+    let audit_before = host.count("audit_log").await;
+    let done = host
+        .store
+        .exception_resolve(
+            ticket.id,
+            "dismiss",
+            "alice",
+            "client bug: reused key for a new amount",
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, "resolved");
+    assert_eq!(done.resolved_by.as_deref(), Some("alice"));
+    assert_eq!(
+        done.before_digest, done.after_digest,
+        "dismiss changes no effect"
+    );
+    assert_eq!(host.count("audit_log").await, audit_before + 1);
+    let last = host.store.audit_list().await.unwrap().pop().unwrap();
+    assert_eq!(
+        (last.actor.as_str(), last.action.as_str()),
+        ("alice", "exception.resolve")
+    );
+    assert!(
+        host.store
+            .exception_resolve(ticket.id, "dismiss", "bob", "again")
+            .await
+            .is_err()
+    );
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_may_only_call_connectors_it_is_granted() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["other"], 1, "10ms", true))
+        .await;
+    let t = host
+        .trigger("pay", effect("ledger", "RES-1", "reserve", "k-1", 1))
+        .await;
+    host.runner("A", Duration::from_secs(30))
+        .run_until_idle()
+        .await
+        .unwrap();
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(t.state, "failed");
+    assert!(t.error_message.unwrap().contains("not-granted"));
+    assert_eq!(ledger.stat("requests_received").await, 0);
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    let timeout = Duration::from_millis(300);
+    put(&host.store, connector("ledger", &ledger, timeout, true)).await;
+    put(&host.store, connector("blind", &ledger, timeout, false)).await;
+    host.job(
+        "pay",
+        "effector",
+        &job_toml(&["ledger", "blind"], 3, "10ms", true),
+    )
+    .await;
+    let key = |i: usize| format!("drain-{i}/reserve/v1");
+    for i in 0..10 {
+        let (conn, fault) = match i {
+            // committed downstream, answer too late
+            0..=6 => ("ledger", json!({"delay_response_ms": 1500})),
+            // never committed: still waiting when the host gave up, then 503
+            7 | 8 => ("ledger", json!({"latency_ms": 1500, "error_rate": 1.0})),
+            // committed, but the connector cannot be asked
+            _ => ("blind", json!({"delay_response_ms": 1500})),
+        };
+        let mut rule = fault;
+        rule["count"] = json!(1);
+        rule["scope"] = json!({"idempotency_key": key(i)});
+        ledger.fault(rule).await;
+        host.trigger(
+            "pay",
+            effect(conn, &format!("RES-{i}"), "reserve", &key(i), 5),
+        )
+        .await;
+    }
+    // Ten effects in flight when the host stops waiting for them.
+    let claims = host
+        .store
+        .trigger_claim_batch("A", 30_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 10);
+    let runner_a = host.runner("A", Duration::from_secs(30));
+    let mut running = tokio::task::JoinSet::new();
+    for c in claims {
+        let r = runner_a.clone();
+        running.spawn(async move { r.execute(c).await });
+    }
+    while let Some(s) = running.join_next().await {
+        let s = s.unwrap();
+        assert_eq!(s.error_class.as_deref(), Some("unknown"), "{s:?}");
+    }
+    assert_eq!(
+        scalar(
+            &host,
+            "SELECT count(*) FROM effects WHERE state = 'unknown'"
+        )
+        .await,
+        10
+    );
+    drop(runner_a);
+    tokio::time::sleep(Duration::from_millis(1700)).await; // the downstream finishes
+    assert_eq!(ledger.stat("applied").await, 8);
+
+    // Restart: a new gateway's recovery scan resolves by key, sends nothing.
+    let gateway = EffectGateway::new(host.store.clone());
+    let received = ledger.stat("requests_received").await;
+    let report = gateway.recover(100).await.unwrap();
+    assert_eq!(
+        (
+            report.succeeded,
+            report.not_found,
+            report.tickets,
+            report.undecided
+        ),
+        (7, 2, 1, 0),
+        "{report:?}"
+    );
+    assert_eq!(ledger.stat("requests_received").await, received);
+    let now = host.store.now_ms().await.unwrap();
+    let claims = host
+        .store
+        .trigger_claim_batch("B", 30_000, 10, Some(now + HOUR_MS))
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 10);
+    let runner_b = Runner::with_effects(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig {
+            runner_id: "B".into(),
+            ..RunnerConfig::default()
+        },
+        gateway,
+    );
+    let mut running = tokio::task::JoinSet::new();
+    for c in claims {
+        let r = runner_b.clone();
+        running.spawn(async move { r.execute(c).await });
+    }
+    while running.join_next().await.is_some() {}
+
+    let mut outcomes = std::collections::BTreeMap::<String, i32>::new();
+    for t in host.store.triggers_list(100).await.unwrap() {
+        let label = match t.state.as_str() {
+            "succeeded" => result(&t)["outcome"].as_str().unwrap().to_string(),
+            other => format!("{other}/{}", t.error_class.unwrap_or_default()),
+        };
+        *outcomes.entry(label).or_default() += 1;
+    }
+    let expected: std::collections::BTreeMap<String, i32> = [
+        ("replayed".to_string(), 7),
+        ("done".to_string(), 2),
+        ("retry_wait/unknown".to_string(), 1),
+    ]
+    .into();
+    assert_eq!(outcomes, expected);
+    for i in 0..7 {
+        let rec = host.store.effect_get(&key(i)).await.unwrap().unwrap();
+        assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1), "{i}");
+        assert_eq!(rec.resolved_by.as_deref(), Some("recovery"));
+    }
+    for i in 7..9 {
+        let rec = host.store.effect_get(&key(i)).await.unwrap().unwrap();
+        assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 2), "{i}");
+    }
+    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    assert_eq!((rec.state.as_str(), rec.sends), ("unknown", 1));
+    let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
+    assert_eq!(tickets.len(), 1);
+    assert_eq!(
+        (tickets[0].kind.as_str(), tickets[0].effect_key.clone()),
+        ("unknown_outcome", Some(key(9)))
+    );
+    let stats = ledger.stats().await;
+    assert_eq!(stats["applied"], 10, "{stats}");
+    assert_eq!(stats["replayed"], 0, "no duplicate at the downstream");
+    assert_eq!(
+        stats["requests_received"], 12,
+        "only the two uncommitted were resent"
+    );
+    for i in 0..10 {
+        assert_eq!(ledger.resource(&format!("RES-{i}")).await["operations"], 1);
+    }
+
+    // A person decides the undecidable one: new facts plus an audit entry.
+    let done = host
+        .store
+        .exception_resolve(
+            tickets[0].id,
+            "mark_succeeded",
+            "ops-alice",
+            "ledger console shows RES-9 reserved",
+        )
+        .await
+        .unwrap();
+    assert_ne!(done.before_digest, done.after_digest);
+    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    assert_eq!(rec.state, "succeeded");
+    assert_eq!(rec.resolved_by, Some(format!("ticket:{}", tickets[0].id)));
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+    let original = "order-9/reserve/v1";
+    host.trigger("pay", effect("ledger", "RES-C", "reserve", original, 30))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(ledger.resource("RES-C").await["balance"], 70);
+    let before = host.store.effect_get(original).await.unwrap().unwrap();
+
+    // Nothing recorded under the key: nothing to compensate.
+    let mut params = effect("ledger", "RES-C", "release", "order-0/undo", 30);
+    params["compensates"] = json!("order-0/reserve/v1");
+    let t0 = host.trigger("pay", params).await;
+    // The compensation: its own key, referencing the original.
+    let undo = "order-9/reserve/v1/undo";
+    let mut params = effect("ledger", "RES-C", "release", undo, 30);
+    params["compensates"] = json!(original);
+    let t1 = host.trigger("pay", params).await;
+    runner.run_until_idle().await.unwrap();
+    let t0 = host.store.trigger_get(t0.id).await.unwrap();
+    assert_eq!(t0.state, "failed");
+    assert!(t0.error_message.unwrap().contains("nothing is recorded"));
+    let t1 = host.store.trigger_get(t1.id).await.unwrap();
+    assert_eq!(t1.state, "succeeded", "{t1:?}");
+    assert_eq!(ledger.resource("RES-C").await["balance"], 100);
+    let rec = host.store.effect_get(undo).await.unwrap().unwrap();
+    assert_eq!(rec.compensates.as_deref(), Some(original));
+    assert_eq!(rec.sends, 1, "its own budget");
+    assert_eq!(
+        host.store.effect_get(original).await.unwrap().unwrap(),
+        before,
+        "the original is never rewritten"
+    );
+
+    // A compensation cannot itself be compensated.
+    let mut params = effect("ledger", "RES-C", "reserve", "order-9/undo/undo", 30);
+    params["compensates"] = json!(undo);
+    let t2 = host.trigger("pay", params).await;
+    runner.run_until_idle().await.unwrap();
+    let t2 = host.store.trigger_get(t2.id).await.unwrap();
+    assert_eq!(t2.state, "failed");
+    assert!(t2.error_message.unwrap().contains("cannot be compensated"));
+    assert_eq!(ledger.stat("requests_received").await, 2);
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evidence_ticket() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_millis(300), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let key = "order-5/reserve/v1";
+    ledger
+        .fault(json!({"latency_ms": 1000, "error_rate": 1.0, "count": 1,
+                      "scope": {"idempotency_key": key}}))
+        .await;
+    host.trigger("pay", effect("ledger", "RES-5", "reserve", key, 5))
+        .await;
+    let s = host
+        .runner("A", Duration::from_secs(30))
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(s[0].error_class.as_deref(), Some("unknown"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Another client uses the same key for another resource.
+    assert_eq!(
+        ledger.post_effect("RES-OTHER", "reserve", key, 5).await,
+        200
+    );
+
+    let report = EffectGateway::new(host.store.clone())
+        .recover(10)
+        .await
+        .unwrap();
+    assert_eq!((report.tickets, report.succeeded), (1, 0), "{report:?}");
+    let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
+    assert_eq!(tickets[0].kind, "evidence_conflict");
+    let evidence: Value = serde_json::from_str(&tickets[0].evidence).unwrap();
+    assert_eq!(
+        evidence["detail"]["downstream_record"]["resource"],
+        "RES-OTHER"
+    );
+    assert_eq!(evidence["effect"]["action"], "RES-5/reserve");
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        rec.state, "unknown",
+        "not marked from someone else's record"
+    );
+    ledger.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "1m", false))
+        .await;
+    let key = "order-3/reserve/v1";
+    ledger
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .await;
+    host.trigger("pay", effect("ledger", "RES-3", "reserve", key, 5))
+        .await;
+    host.runner("A", Duration::from_secs(30))
+        .run_until_idle()
+        .await
+        .unwrap();
+    assert_eq!(
+        host.store.effect_get(key).await.unwrap().unwrap().state,
+        "unknown"
+    );
+    let guard =
+        EffectGateway::new(host.store.clone()).spawn_recovery(Duration::from_millis(20), 100);
+    let mut state = String::new();
+    for _ in 0..250 {
+        state = host.store.effect_get(key).await.unwrap().unwrap().state;
+        if state == "succeeded" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(guard);
+    assert_eq!(state, "succeeded");
+    assert_eq!(ledger.stat("requests_received").await, 1, "nothing resent");
+    ledger.stop().await;
+}

@@ -1,0 +1,191 @@
+//! The reference downstream (`paddock-ledger`) served in-process on
+//! 127.0.0.1:0, with helpers for its admin and query endpoints, and the
+//! connector rows that point at it.
+
+use paddock::Store;
+use paddock::store::ConnectorRecord;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub struct Ledger {
+    pub url: String,
+    client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Ledger {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let db = dir.path().join("ledger.db");
+        let task = tokio::spawn(async move {
+            paddock_ledger::serve(listener, db, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        let ledger = Self {
+            url: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            if ledger
+                .client
+                .get(format!("{}/healthz", ledger.url))
+                .send()
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ledger
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+        r.json().await.unwrap_or(Value::Null)
+    }
+
+    /// An effect request sent straight to the ledger (another client).
+    pub async fn post_effect(&self, resource: &str, action: &str, key: &str, amount: i64) -> u16 {
+        self.client
+            .post(format!("{}/v1/{resource}/{action}", self.url))
+            .header("idempotency-key", key)
+            .json(&json!({"amount": amount}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    pub async fn stats(&self) -> Value {
+        self.get("/v1/stats").await.1
+    }
+
+    pub async fn stat(&self, name: &str) -> u64 {
+        self.stats().await[name].as_u64().unwrap()
+    }
+
+    pub async fn resource(&self, name: &str) -> Value {
+        self.get(&format!("/v1/resources/{name}")).await.1
+    }
+
+    pub async fn fault(&self, rule: Value) {
+        self.post("/admin/faults", rule).await;
+    }
+
+    pub async fn clear_faults(&self) {
+        self.client
+            .delete(format!("{}/admin/faults", self.url))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    pub async fn hold(&self, key: &str, token: i64) {
+        self.post(
+            "/admin/hold",
+            json!({"hold_key": key, "fencing_token": token}),
+        )
+        .await;
+    }
+
+    pub async fn release(&self, key: &str) {
+        self.post("/admin/release", json!({"hold_key": key})).await;
+    }
+
+    /// Wait until `n` requests are parked on the hold for `key`.
+    pub async fn wait_held(&self, key: &str, n: u64) {
+        for _ in 0..500 {
+            let (_, holds) = self.get("/admin/holds").await;
+            let waiting = holds["holds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|h| h["hold_key"] == key)
+                .and_then(|h| h["waiting"].as_u64())
+                .unwrap_or(0);
+            if waiting >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no request arrived at the hold for {key}");
+    }
+}
+
+/// A connector row for the ledger: `{url}/v1`, tokens compared (per
+/// resource: use one trigger per resource), queryable unless `blind`.
+pub fn connector(
+    name: &str,
+    ledger: &Ledger,
+    timeout: Duration,
+    queryable: bool,
+) -> ConnectorRecord {
+    ConnectorRecord {
+        name: name.into(),
+        kind: "http".into(),
+        base_url: format!("{}/v1", ledger.url),
+        timeout_ms: timeout.as_millis() as i64,
+        permits: 16,
+        rate_per_sec: 0.0,
+        compares_tokens: true,
+        queryable,
+        breaker_failure_rate: 0.5,
+        breaker_min_calls: 1_000_000, // off unless a test turns it on
+        breaker_window_ms: 10_000,
+        breaker_open_ms: 1_000,
+    }
+}
+
+pub async fn put(store: &Store, c: ConnectorRecord) {
+    store.connector_put(&c, "test").await.unwrap();
+}
+
+/// Effector params for one ledger effect.
+pub fn effect(connector: &str, resource: &str, action: &str, key: &str, amount: i64) -> Value {
+    json!({
+        "connector": connector,
+        "action": format!("{resource}/{action}"),
+        "key": key,
+        "payload": json!({"amount": amount}).to_string(),
+    })
+}
