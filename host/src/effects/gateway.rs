@@ -131,10 +131,10 @@ impl EffectGateway {
     /// The connector's live state, reloading its row at most every TTL
     /// (breaker state survives a reload if the row did not change).
     async fn connector(&self, name: &str) -> Result<Option<Arc<Live>>, StoreError> {
-        if let Some(live) = self.live.lock().unwrap().get(name) {
-            if live.loaded.elapsed() < self.config.connector_ttl {
-                return Ok(Some(live.clone()));
-            }
+        if let Some(live) = self.live.lock().unwrap().get(name)
+            && live.loaded.elapsed() < self.config.connector_ttl
+        {
+            return Ok(Some(live.clone()));
         }
         let Some(record) = self.store.connector_get(name).await? else {
             self.live.lock().unwrap().remove(name);

@@ -96,6 +96,12 @@ impl ScanReport {
 }
 
 type Compiled = Arc<(ScheduleSpec, Schedule)>;
+/// (count, newest update, sum of versions) of a shard's schedules.
+type Fingerprint = (i64, i64, i64);
+/// (job, fire time in ms)
+type FireKey = (String, i64);
+/// A shard's schedules as last loaded.
+type ShardJobs = (Fingerprint, Arc<Vec<JobScheduleRecord>>);
 
 /// A scheduler loop over the store's shards.
 pub struct Scanner {
@@ -104,12 +110,12 @@ pub struct Scanner {
     /// Compiled schedules by job, with the version and spec they came from.
     compiled: Mutex<HashMap<String, (i64, String, Compiled)>>,
     /// Per shard: the schedules as last loaded, with their fingerprint.
-    shard_jobs: Mutex<HashMap<u32, ((i64, i64, i64), Arc<Vec<JobScheduleRecord>>)>>,
+    shard_jobs: Mutex<HashMap<u32, ShardJobs>>,
     /// Per shard: the generation of this scanner's last scan and the
     /// (job, fire time) pairs it knows are stored from the next overlap on.
     /// Under the same generation nobody else wrote the shard's watermark, so
     /// the overlap re-scan need not ask the database what exists.
-    recent: Mutex<HashMap<u32, (i64, HashSet<(String, i64)>)>>,
+    recent: Mutex<HashMap<u32, (i64, HashSet<FireKey>)>>,
 }
 
 fn delta(d: Duration) -> TimeDelta {
@@ -297,7 +303,7 @@ impl Scanner {
             (None, _) => HashSet::new(),
         };
         let mut known = 0;
-        let mut next_known: HashSet<(String, i64)> = HashSet::new();
+        let mut next_known: HashSet<FireKey> = HashSet::new();
         let keep_from = to_millis(window.to - delta(self.config.overlap));
         triggers.retain(|t| {
             let key = (t.job_id.clone(), t.scheduled_at);
