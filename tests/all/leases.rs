@@ -303,3 +303,50 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     assert!(t.result.is_none());
     assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
 }
+
+#[tokio::test]
+async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
+    let host = TestHost::new().await;
+    host.job("hello", "hello", "").await;
+    // 20 retries due (older), then 5 fresh triggers.
+    for _ in 0..20 {
+        host.trigger("hello", json!({})).await;
+    }
+    let now = host.store.now_ms().await.unwrap();
+    sqlx::query("UPDATE triggers SET state = 'retry_wait', next_run_at = ?")
+        .bind(now - 60_000)
+        .execute(host.store.pool())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        host.trigger("hello", json!({})).await;
+    }
+    let state_of = |claims: &[Claim]| {
+        let ids: Vec<i64> = claims.iter().map(|c| c.trigger_id).collect();
+        (
+            ids.iter().filter(|id| **id <= 20).count(),
+            ids.iter().filter(|id| **id > 20).count(),
+        )
+    };
+    // Half of a batch of 10 for retries, half for fresh work.
+    let claims = host
+        .store
+        .trigger_claim_batch_shared("A", 30_000, 10, 5, Some(now + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(state_of(&claims), (5, 5));
+    // Fresh work is exhausted: the next batch's fresh slots go to retries.
+    let claims = host
+        .store
+        .trigger_claim_batch_shared("A", 30_000, 10, 5, Some(now + 60_001))
+        .await
+        .unwrap();
+    assert_eq!(state_of(&claims), (10, 0));
+    // And a share of 0 still lets retries use slots nobody else wants.
+    let claims = host
+        .store
+        .trigger_claim_batch_shared("A", 30_000, 10, 0, Some(now + 60_002))
+        .await
+        .unwrap();
+    assert_eq!(state_of(&claims), (5, 0));
+}

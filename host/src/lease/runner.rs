@@ -30,6 +30,10 @@ pub struct RunnerConfig {
     pub max_missed_heartbeats: u32,
     /// Triggers claimed per statement. Default 32.
     pub claim_batch: i64,
+    /// The share of each batch reserved for retries (`retry_wait`), so a
+    /// retry backlog and fresh triggers cannot starve each other; unused
+    /// slots go to the other lane. Default 0.5.
+    pub retry_share: f64,
     /// Attempts running at once in this process. Default 8.
     pub max_concurrency: usize,
     /// How often to look for due work when nothing wakes the runner.
@@ -46,6 +50,7 @@ impl Default for RunnerConfig {
             heartbeat_every: lease / 4,
             max_missed_heartbeats: 3,
             claim_batch: 32,
+            retry_share: 0.5,
             max_concurrency: 8,
             poll_interval: Duration::from_millis(250),
         }
@@ -181,12 +186,14 @@ impl Runner {
         if free == 0 {
             return Ok(0);
         }
+        let retry_slots = (free as f64 * self.config.retry_share).ceil() as i64;
         let claims = self
             .store
-            .trigger_claim_batch(
+            .trigger_claim_batch_shared(
                 &self.config.runner_id,
                 self.config.lease.as_millis() as i64,
                 free as i64,
+                retry_slots,
                 None,
             )
             .await?;

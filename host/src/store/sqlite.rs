@@ -586,27 +586,57 @@ impl Store {
         limit: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
+        self.trigger_claim_batch_shared(owner, lease_ms, limit, (limit + 1) / 2, now)
+            .await
+    }
+
+    /// [`Store::trigger_claim_batch`] with an explicit share for retries:
+    /// up to `retry_slots` of the batch go to due `retry_wait` triggers
+    /// first, the rest to fresh work (pending, or running with an expired
+    /// lease), and slots either lane leaves empty go to the other. So a
+    /// backlog of retries can neither starve fresh triggers nor be starved
+    /// by them, and no slot is wasted.
+    pub async fn trigger_claim_batch_shared(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+        retry_slots: i64,
+        now: Option<i64>,
+    ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.begin_immediate().await?;
         let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(concat!(
             "WITH clock (now) AS (SELECT coalesce(?1, ",
             now_ms!(),
-            ")) \
+            ")), \
+             retries AS (SELECT id FROM triggers, clock \
+                 WHERE state = 'retry_wait' AND next_run_at <= clock.now \
+                 ORDER BY priority, next_run_at, id LIMIT ?4), \
+             fresh AS (SELECT id FROM triggers, clock \
+                 WHERE (state = 'pending' AND next_run_at <= clock.now) \
+                    OR (state = 'running' AND lease_until < clock.now) \
+                 ORDER BY priority, next_run_at, id LIMIT ?4), \
+             share (r) AS (SELECT min(?5, (SELECT count(*) FROM retries))), \
+             picked AS ( \
+                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT r FROM share)) \
+                 UNION ALL \
+                 SELECT id FROM (SELECT id FROM fresh LIMIT ?4 - (SELECT r FROM share)) \
+                 UNION ALL \
+                 SELECT id FROM (SELECT id FROM retries LIMIT \
+                     max(0, ?4 - (SELECT r FROM share) - (SELECT count(*) FROM fresh)) \
+                     OFFSET (SELECT r FROM share))) \
              UPDATE triggers SET state = 'running', lease_owner = ?2, \
                  lease_until = (SELECT now FROM clock) + ?3, \
                  fencing_token = fencing_token + 1, attempts = attempts + 1, \
                  updated_at = (SELECT now FROM clock) \
-             WHERE id IN ( \
-                 SELECT id FROM triggers, clock \
-                 WHERE (state IN ('pending', 'retry_wait') AND next_run_at <= clock.now) \
-                    OR (state = 'running' AND lease_until < clock.now) \
-                 ORDER BY priority, next_run_at, id \
-                 LIMIT ?4) \
+             WHERE id IN (SELECT id FROM picked) \
              RETURNING id, fencing_token, attempts, lease_until, updated_at"
         ))
         .bind(now)
         .bind(owner)
         .bind(lease_ms)
         .bind(limit)
+        .bind(retry_slots.clamp(0, limit))
         .fetch_all(&mut *tx)
         .await?;
         let mut claims = Vec::with_capacity(claimed.len());
