@@ -111,6 +111,8 @@ async fn bench(runs: usize) {
         backoff_ms: 100,
         backoff_max_ms: 1000,
         jitter: true,
+        max_age_ms: None,
+        max_elapsed_ms: None,
     };
     let caller = Caller {
         lease: &lease,

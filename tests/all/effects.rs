@@ -540,7 +540,9 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
         connector("ledger", &ledger, Duration::from_millis(300), true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+    // A long backoff: the unknown attempt must not be retried (and resend
+    // under our key) while the test sets up the foreign record.
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "1h", true))
         .await;
     let key = "order-5/reserve/v1";
     ledger

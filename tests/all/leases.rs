@@ -94,6 +94,9 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
     let b = take_over(&host, "B", 30_000).await;
     assert_eq!(b.fencing_token, a.fencing_token + 1);
     assert_eq!(b.attempt_no, 2);
+    // The total-time retry budget counts from the first attempt.
+    assert_eq!(b.first_started_at, a.started_at);
+    assert_eq!(a.first_started_at, a.started_at);
     let b_lease = b.lease("B");
 
     // Every write A tries now is refused, with both tokens named.

@@ -270,16 +270,19 @@ impl Runner {
                         backoff_ms: 1000,
                         backoff_max_ms: 60_000,
                         jitter: true,
+                        max_age_ms: None,
+                        max_elapsed_ms: None,
                     },
                 )
             }
         };
-        let mut end = transitions::attempt_end(
-            &report,
-            claim.attempt_no as u32,
-            &policy,
-            rand::random::<f64>(),
-        );
+        let ended = claim.started_at + report.wall.as_millis() as i64;
+        let budget = transitions::Budget {
+            attempt_no: claim.attempt_no as u32,
+            age_ms: (ended - claim.scheduled_at).max(0) as u64,
+            elapsed_ms: (ended - claim.first_started_at).max(0) as u64,
+        };
+        let mut end = transitions::attempt_end(&report, budget, &policy, rand::random::<f64>());
         if stop.reason() == Some(StopReason::Cancel) && end.trigger_state != "succeeded" {
             end.trigger_state = "cancelled";
             end.retry_after_ms = None;

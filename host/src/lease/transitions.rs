@@ -77,13 +77,46 @@ pub fn backoff_ms(policy: &RetryPolicy, attempt_no: u32, unit: f64) -> u64 {
     }
 }
 
+/// Where a trigger stands against its retry budget when an attempt ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Budget {
+    /// This attempt's number (1 for the first).
+    pub attempt_no: u32,
+    /// ms from the trigger's scheduled time to the end of this attempt.
+    pub age_ms: u64,
+    /// ms from the first attempt's start to the end of this attempt.
+    pub elapsed_ms: u64,
+}
+
+/// Why no further retry is allowed, if so: attempts, age or total time,
+/// judged at the time the retry would run.
+pub fn budget_spent(policy: &RetryPolicy, budget: Budget, delay_ms: u64) -> Option<String> {
+    if budget.attempt_no >= policy.max_attempts {
+        return Some(format!("all {} attempts used", policy.max_attempts));
+    }
+    if let Some(max) = policy.max_age_ms
+        && budget.age_ms + delay_ms > max
+    {
+        return Some(format!(
+            "the trigger would be older than its max_age of {max} ms"
+        ));
+    }
+    if let Some(max) = policy.max_elapsed_ms
+        && budget.elapsed_ms + delay_ms > max
+    {
+        return Some(format!("retrying would pass the max_elapsed of {max} ms"));
+    }
+    None
+}
+
 /// What an attempt's report means for its trigger.
 pub fn attempt_end(
     report: &RunReport,
-    attempt_no: u32,
+    budget: Budget,
     policy: &RetryPolicy,
     unit: f64,
 ) -> AttemptEnd {
+    let attempt_no = budget.attempt_no;
     let (result, class, message) = match &report.result {
         RunResult::Output(out) => (Some(out.clone()), None, None),
         RunResult::JobFailed { class, message } => (
@@ -96,7 +129,14 @@ pub fn attempt_end(
         }
     };
     let succeeded = matches!(report.result, RunResult::Output(_));
-    let retry = !succeeded && retriable(&report.result) && attempt_no < policy.max_attempts;
+    let delay = backoff_ms(policy, attempt_no, unit);
+    let spent = budget_spent(policy, budget, delay);
+    let retry = !succeeded && retriable(&report.result) && spent.is_none();
+    // Say why a retriable failure was not retried.
+    let message = match (&spent, retriable(&report.result), message) {
+        (Some(why), true, Some(m)) if !succeeded => Some(format!("{m} (not retried: {why})")),
+        (_, _, m) => m,
+    };
     AttemptEnd {
         trigger_state: if succeeded {
             "succeeded"
@@ -105,7 +145,7 @@ pub fn attempt_end(
         } else {
             "failed"
         },
-        retry_after_ms: retry.then(|| backoff_ms(policy, attempt_no, unit) as i64),
+        retry_after_ms: retry.then_some(delay as i64),
         result,
         error_class: class,
         error_message: message,
@@ -128,7 +168,49 @@ mod tests {
             backoff_ms: 1000,
             backoff_max_ms: 10_000,
             jitter,
+            max_age_ms: None,
+            max_elapsed_ms: None,
         }
+    }
+
+    fn at(attempt_no: u32) -> Budget {
+        Budget {
+            attempt_no,
+            ..Budget::default()
+        }
+    }
+
+    #[test]
+    fn retries_stop_at_max_age_and_max_elapsed_judged_when_the_retry_would_run() {
+        let r = report(RunResult::JobFailed {
+            class: ErrorClass::Transient,
+            message: "busy".into(),
+        });
+        let mut p = policy(10, false);
+        p.max_age_ms = Some(60_000);
+        let young = Budget {
+            attempt_no: 1,
+            age_ms: 10_000,
+            elapsed_ms: 0,
+        };
+        assert_eq!(attempt_end(&r, young, &p, 0.5).trigger_state, "retry_wait");
+        // 59.5 s old + a 1 s backoff would run past the 60 s age limit.
+        let old = Budget {
+            attempt_no: 1,
+            age_ms: 59_500,
+            elapsed_ms: 0,
+        };
+        let end = attempt_end(&r, old, &p, 0.5);
+        assert_eq!(end.trigger_state, "failed");
+        assert!(end.error_message.unwrap().contains("max_age"));
+        let mut p = policy(10, false);
+        p.max_elapsed_ms = Some(5_000);
+        let long = Budget {
+            attempt_no: 2,
+            age_ms: 0,
+            elapsed_ms: 4_000,
+        };
+        assert_eq!(attempt_end(&r, long, &p, 0.5).trigger_state, "failed");
     }
 
     fn report(result: RunResult) -> RunReport {
@@ -171,11 +253,11 @@ mod tests {
             class: ErrorClass::Transient,
             message: "busy".into(),
         });
-        let end = attempt_end(&r, 1, &policy(3, false), 0.5);
+        let end = attempt_end(&r, at(1), &policy(3, false), 0.5);
         assert_eq!(end.trigger_state, "retry_wait");
         assert_eq!(end.retry_after_ms, Some(1000));
         assert_eq!(
-            attempt_end(&r, 3, &policy(3, false), 0.5).trigger_state,
+            attempt_end(&r, at(3), &policy(3, false), 0.5).trigger_state,
             "failed"
         );
     }
@@ -187,14 +269,14 @@ mod tests {
             message: "no".into(),
         });
         assert_eq!(
-            attempt_end(&permanent, 1, &policy(3, true), 0.5).trigger_state,
+            attempt_end(&permanent, at(1), &policy(3, true), 0.5).trigger_state,
             "failed"
         );
         let fuel = report(RunResult::Trapped {
             kind: TrapKind::FuelExhausted,
             message: "fuel".into(),
         });
-        let end = attempt_end(&fuel, 1, &policy(3, true), 0.5);
+        let end = attempt_end(&fuel, at(1), &policy(3, true), 0.5);
         assert_eq!(end.trigger_state, "failed");
         assert_eq!(end.error_class.as_deref(), Some("fuel_exhausted"));
     }

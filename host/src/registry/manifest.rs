@@ -62,6 +62,14 @@ pub struct RetryManifest {
     pub backoff_max: String,
     #[serde(default = "default_true")]
     pub jitter: bool,
+    /// Stop retrying once the trigger is this old (from its scheduled
+    /// time): late work past this point is not worth doing. Default: none.
+    #[serde(default)]
+    pub max_age: Option<String>,
+    /// Stop retrying once this long has passed since the first attempt
+    /// started (the total time budget). Default: none.
+    #[serde(default)]
+    pub max_elapsed: Option<String>,
 }
 
 fn default_max_attempts() -> u32 {
@@ -84,6 +92,8 @@ impl Default for RetryManifest {
             backoff: default_backoff(),
             backoff_max: default_backoff_max(),
             jitter: true,
+            max_age: None,
+            max_elapsed: None,
         }
     }
 }
@@ -95,6 +105,10 @@ pub struct RetryPolicy {
     pub backoff_ms: u64,
     pub backoff_max_ms: u64,
     pub jitter: bool,
+    /// No retry once the trigger is older than this (ms since scheduled).
+    pub max_age_ms: Option<u64>,
+    /// No retry once this long has passed since the first attempt (ms).
+    pub max_elapsed_ms: Option<u64>,
 }
 
 /// The immutable content of a plan version. Its canonical JSON is what the
@@ -160,6 +174,14 @@ impl JobManifest {
                 "must not be shorter than retry.backoff",
             ));
         }
+        let optional = |field: &str, text: &Option<String>| -> Result<Option<u64>, ManifestError> {
+            text.as_deref()
+                .map(|t| parse_duration(t).map(|d| d.as_millis() as u64))
+                .transpose()
+                .map_err(|e| field_error(field, e))
+        };
+        let max_age_ms = optional("retry.max_age", &self.retry.max_age)?;
+        let max_elapsed_ms = optional("retry.max_elapsed", &self.retry.max_elapsed)?;
         let params =
             serde_json::to_value(&self.params).map_err(|e| field_error("params", e.to_string()))?;
         let schedule_spec: ScheduleSpec = match &self.schedule {
@@ -185,6 +207,8 @@ impl JobManifest {
                 backoff_ms: backoff.as_millis() as u64,
                 backoff_max_ms: backoff_max.as_millis() as u64,
                 jitter: self.retry.jitter,
+                max_age_ms,
+                max_elapsed_ms,
             },
             connectors,
             schedule,

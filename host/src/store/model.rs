@@ -171,6 +171,11 @@ pub struct Claim {
     pub resource_group: String,
     /// schedule | manual | backfill | event
     pub origin: String,
+    /// When this attempt started (database clock, ms).
+    pub started_at: i64,
+    /// When the trigger's first attempt started: the total-time budget
+    /// counts from here.
+    pub first_started_at: i64,
 }
 
 /// The identity of a held lease, carried by every fenced write.

@@ -662,7 +662,10 @@ impl Store {
                      (SELECT scheduled_at FROM triggers WHERE id = ?1) AS scheduled_at, \
                      (SELECT params FROM triggers WHERE id = ?1) AS params, \
                      (SELECT resource_group FROM triggers WHERE id = ?1) AS resource_group, \
-                     (SELECT origin FROM triggers WHERE id = ?1) AS origin",
+                     (SELECT origin FROM triggers WHERE id = ?1) AS origin, \
+                     started_at, \
+                     coalesce((SELECT min(a.started_at) FROM attempts a WHERE a.trigger_id = ?1), ?5) \
+                         AS first_started_at",
             )
             .bind(trigger_id)
             .bind(attempt_no)
