@@ -542,7 +542,7 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
     .await;
     // A long backoff: the unknown attempt must not be retried (and resend
     // under our key) while the test sets up the foreign record.
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "1h", true))
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "5m", true))
         .await;
     let key = "order-5/reserve/v1";
     ledger
