@@ -353,3 +353,52 @@ async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
         .unwrap();
     assert_eq!(state_of(&claims), (5, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_nothing() {
+    let host = TestHost::new().await;
+    host.group("slow", i64::MAX, 16 << 20, Duration::from_secs(60))
+        .await;
+    host.job("spin", "spin", "resource_group = \"slow\"").await;
+    let t = host.trigger("spin", json!({})).await;
+    let runner = paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "A".into(),
+            lease: Duration::from_secs(5),
+            heartbeat_every: Duration::from_millis(100),
+            max_missed_heartbeats: 3,
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run_until_idle().await.unwrap() }
+    });
+    leased_by(&host, t.id, "A").await;
+    // Hold SQLite's write lock: every renewal now times out, although the
+    // lease itself (5 s) is still A's and its token still current.
+    let lock = host
+        .store
+        .pool()
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    lock.rollback().await.unwrap();
+    let summaries = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the guest was interrupted")
+        .unwrap();
+    assert_eq!(summaries[0].outcome, "lease_lost");
+    assert!(!summaries[0].committed);
+    // The gate decided: nothing was committed although the token is current.
+    let after = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(after.state, "running");
+    assert_eq!(after.fencing_token, 1);
+    assert!(after.result.is_none() && after.error_class.is_none());
+    let attempt = &host.store.attempts_for(t.id).await.unwrap()[0];
+    assert_eq!(attempt.outcome.as_deref(), Some("lease_lost"));
+}

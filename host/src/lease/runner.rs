@@ -296,7 +296,21 @@ impl Runner {
                 token = claim.fencing_token,
                 "commit gate closed; result discarded"
             );
-            let _ = self.store.attempt_finish(&lease, &end).await;
+            // Do not commit even if the token happens to be current (the
+            // database may only have been unreachable): the gate decided.
+            // The trigger is left to its lease, which lapses; a new claim
+            // takes it over with token + 1.
+            if let Err(e) = self
+                .store
+                .attempt_abandon(
+                    &lease,
+                    &end,
+                    "commit gate closed: lease lost or unconfirmed",
+                )
+                .await
+            {
+                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not record the abandoned attempt");
+            }
             summary.outcome = "lease_lost".into();
             return summary;
         }

@@ -784,6 +784,34 @@ impl Store {
         }
     }
 
+    /// Close an attempt whose result must not count (its commit gate closed,
+    /// or its token went stale) without touching the trigger: the lease
+    /// lapses and another runner takes the trigger over with token + 1.
+    pub async fn attempt_abandon(
+        &self,
+        lease: &LeaseRef,
+        end: &AttemptEnd,
+        why: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(concat!(
+            "UPDATE attempts SET outcome = 'lease_lost', ended_at = ",
+            now_ms!(),
+            ", error_class = 'lease_lost', error_message = ?, \
+             fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
+             WHERE id = ? AND fencing_token = ? AND outcome IS NULL"
+        ))
+        .bind(why)
+        .bind(end.fuel_used)
+        .bind(end.peak_memory_bytes)
+        .bind(end.wall_ms)
+        .bind(&end.log)
+        .bind(lease.attempt_id)
+        .bind(lease.fencing_token)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Commit how an attempt ended: the trigger's transition is fenced by
     /// token and state in the same statement; the attempt row is closed in
     /// the same transaction.
@@ -818,22 +846,8 @@ impl Store {
         .rows_affected();
         if updated == 0 {
             tx.rollback().await?;
-            // Record what the stale attempt saw, without touching the trigger.
-            sqlx::query(concat!(
-                "UPDATE attempts SET outcome = 'lease_lost', ended_at = ",
-                now_ms!(),
-                ", error_class = 'lease_lost', error_message = 'result refused: stale fencing token', \
-                 fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
-                 WHERE id = ? AND fencing_token = ? AND outcome IS NULL"
-            ))
-            .bind(end.fuel_used)
-            .bind(end.peak_memory_bytes)
-            .bind(end.wall_ms)
-            .bind(&end.log)
-            .bind(lease.attempt_id)
-            .bind(lease.fencing_token)
-            .execute(&self.pool)
-            .await?;
+            self.attempt_abandon(lease, end, "result refused: stale fencing token")
+                .await?;
             return Err(self.lease_lost(lease, "result commit").await);
         }
         sqlx::query(concat!(
