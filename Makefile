@@ -8,11 +8,12 @@ demo: guests
 	cargo run --quiet -p paddock -- demo
 
 # Every test: unit, integration (real SQLite, real wasmtime, real guests) and
-# the reference ledger's HTTP tests; then the demo as a smoke test, reusing
-# the same debug build.
+# the reference ledger's HTTP tests; then the demo as a smoke test, with the
+# binary `cargo test` just built (`cargo run -p paddock` would resolve
+# features for one package only and rebuild half the dependency tree).
 test: guests
 	cargo test --workspace
-	cargo run --quiet -p paddock -- demo
+	"$${CARGO_TARGET_DIR:-target}/debug/paddock" demo
 
 guests:
 	bash scripts/build-guests.sh
