@@ -324,34 +324,24 @@ async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
     for _ in 0..5 {
         host.trigger("hello", json!({})).await;
     }
-    let state_of = |claims: &[Claim]| {
-        let ids: Vec<i64> = claims.iter().map(|c| c.trigger_id).collect();
-        (
-            ids.iter().filter(|id| **id <= 20).count(),
-            ids.iter().filter(|id| **id > 20).count(),
-        )
+    // (retries, fresh) claimed by one batch of 10 with `retry_slots`.
+    let batch = |retry_slots: i64, at: i64| {
+        let store = host.store.clone();
+        async move {
+            let claims = store
+                .trigger_claim_batch_shared("A", 30_000, 10, retry_slots, Some(at))
+                .await
+                .unwrap();
+            let retries = claims.iter().filter(|c| c.trigger_id <= 20).count();
+            (retries, claims.len() - retries)
+        }
     };
     // Half of a batch of 10 for retries, half for fresh work.
-    let claims = host
-        .store
-        .trigger_claim_batch_shared("A", 30_000, 10, 5, Some(now + 60_000))
-        .await
-        .unwrap();
-    assert_eq!(state_of(&claims), (5, 5));
+    assert_eq!(batch(5, now + 60_000).await, (5, 5));
     // Fresh work is exhausted: the next batch's fresh slots go to retries.
-    let claims = host
-        .store
-        .trigger_claim_batch_shared("A", 30_000, 10, 5, Some(now + 60_001))
-        .await
-        .unwrap();
-    assert_eq!(state_of(&claims), (10, 0));
+    assert_eq!(batch(5, now + 60_001).await, (10, 0));
     // And a share of 0 still lets retries use slots nobody else wants.
-    let claims = host
-        .store
-        .trigger_claim_batch_shared("A", 30_000, 10, 0, Some(now + 60_002))
-        .await
-        .unwrap();
-    assert_eq!(state_of(&claims), (5, 0));
+    assert_eq!(batch(0, now + 60_002).await, (5, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
