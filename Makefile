@@ -7,12 +7,16 @@
 demo: guests
 	cargo run --quiet -p paddock -- demo
 
-# Every test: unit, integration (real SQLite, real wasmtime, real guests) and
-# the reference ledger's HTTP tests; then the demo as a smoke test, with the
-# binary `cargo test` just built (`cargo run -p paddock` would resolve
-# features for one package only and rebuild half the dependency tree).
+# Every test: unit, integration (real wasmtime, real guests, real processes)
+# and the reference ledger's HTTP tests — once on SQLite, once more on
+# PostgreSQL (scripts/test-postgres.sh finds or starts the server and makes a
+# fresh database; no server fails the run). Then the demo as a smoke test,
+# with the binary `cargo test` just built (`cargo run -p paddock` would
+# resolve features for one package only and rebuild half the tree).
 test: guests
 	cargo test --workspace
+	url=$$(bash scripts/test-postgres.sh) && \
+	  PADDOCK_TEST_DATABASE_URL=$$url cargo test --workspace
 	"$${CARGO_TARGET_DIR:-target}/debug/paddock" demo
 
 guests:

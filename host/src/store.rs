@@ -12,23 +12,34 @@
 //!   it found, and is counted in `stale_token_rejections`;
 //! - a registration and its audit entry commit in one transaction.
 //!
-//! SQLite is the embedded default (`sqlite://paddock.db`); its SQL lives in
-//! [`sqlite`]. Migrations are in `migrations/sqlite/`, applied at open.
+//! Two databases, one store. SQLite is the embedded default
+//! (`sqlite://paddock.db`, one process); PostgreSQL (`postgres://...`) lets
+//! any number of processes share one database. Both run the same query
+//! texts through sqlx's `Any` driver: [`dialect`] translates the few
+//! spellings that differ, and the operations live in [`queries`] (triggers,
+//! attempts, registrations, audit), [`schedule_queries`] (shards,
+//! watermarks, schedules) and [`effect_queries`] (effects, connectors,
+//! exception tickets). Migrations are in `migrations/sqlite/` and
+//! `migrations/postgres/` (mirrors of each other), applied at open.
 
+pub mod dialect;
+mod effect_queries;
 mod model;
-mod sqlite;
-mod sqlite_effects;
-mod sqlite_schedule;
+mod queries;
+mod schedule_queries;
 
+pub use dialect::Dialect;
 pub use model::*;
 
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use std::str::FromStr;
-use std::time::Duration;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Executor, Transaction};
 
-/// Migrations for the embedded store, compiled into the binary.
+/// A transaction on either database.
+pub(crate) type Tx = Transaction<'static, Any>;
+
+/// Migrations, compiled into the binary.
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// Store errors. `LeaseLost` is the fencing error; the rest are either the
 /// caller's (not found, conflict) or the database's.
@@ -47,7 +58,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
-    #[error("unsupported database URL '{0}' (use sqlite://PATH or sqlite::memory:)")]
+    #[error(
+        "unsupported database URL '{0}' (use sqlite://PATH, sqlite::memory: or postgres://USER@HOST/DB)"
+    )]
     UnsupportedUrl(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -67,34 +80,86 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// A handle on the database. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    dialect: Dialect,
 }
 
 impl Store {
-    /// Open (creating if needed) and migrate. `url` is `sqlite://PATH` or
-    /// `sqlite::memory:`.
+    /// Open (creating a SQLite file if needed) and migrate. `url` is
+    /// `sqlite://PATH`, `sqlite::memory:` or `postgres://...`.
     pub async fn open(url: &str) -> StoreResult<Self> {
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::UnsupportedUrl(url.to_string()));
-        }
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30));
-        // An in-memory database exists once per connection: keep one.
-        let max = if url.contains(":memory:") { 1 } else { 8 };
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max)
-            .connect_with(options)
-            .await?;
-        SQLITE_MIGRATIONS.run(&pool).await?;
-        Ok(Self { pool })
+        Self::open_with(url, None).await
     }
 
-    pub fn pool(&self) -> &SqlitePool {
+    /// As [`Store::open`], with at most `max_connections` pooled
+    /// connections (the default suits one process).
+    pub async fn open_with(url: &str, max_connections: Option<u32>) -> StoreResult<Self> {
+        install_default_drivers();
+        let dialect = if url.starts_with("sqlite:") {
+            Dialect::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Dialect::Postgres
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_string()));
+        };
+        let pool = match dialect {
+            Dialect::Sqlite => {
+                // `mode=rwc` creates the file. An in-memory database exists
+                // once per connection: keep one.
+                let memory = url.contains(":memory:");
+                let url = if memory || url.contains("mode=") {
+                    url.to_string()
+                } else if url.contains('?') {
+                    format!("{url}&mode=rwc")
+                } else {
+                    format!("{url}?mode=rwc")
+                };
+                AnyPoolOptions::new()
+                    .max_connections(max_connections.unwrap_or(if memory { 1 } else { 8 }))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // WAL lets readers run beside the one writer;
+                            // a writer waits up to 30 s for the lock
+                            // instead of failing at once.
+                            conn.execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000;",
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await?
+            }
+            Dialect::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(max_connections.unwrap_or(16))
+                    .connect(url)
+                    .await?
+            }
+        };
+        let migrations = match dialect {
+            Dialect::Sqlite => &SQLITE_MIGRATIONS,
+            Dialect::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrations.run(&pool).await?;
+        Ok(Self { pool, dialect })
+    }
+
+    /// The pool, for tests and benchmarks that read tables directly. Run
+    /// query texts through [`Store::sql`] so they work on both databases.
+    pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// `template` (SQLite spelling) as this database needs it.
+    pub fn sql(&self, template: &'static str) -> &'static str {
+        self.dialect.sql(template)
     }
 
     pub async fn close(&self) {

@@ -18,7 +18,7 @@ fn result(t: &paddock::store::TriggerRecord) -> Value {
 }
 
 async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql)
+    sqlx::query_scalar(host.store.sql(sql))
         .fetch_one(host.store.pool())
         .await
         .unwrap()
@@ -81,7 +81,16 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
         .runner("A", Duration::from_secs(30))
         .execute(a.into_iter().next().unwrap())
         .await;
-    assert_eq!(sa.error_class.as_deref(), Some("unknown"), "{sa:?}");
+    assert_eq!(
+        sa.error_class.as_deref(),
+        Some("unknown"),
+        "{sa:?} {:?}",
+        host.store
+            .trigger_get(sa.trigger_id)
+            .await
+            .unwrap()
+            .error_message
+    );
     assert_eq!(sa.outcome, "retry_wait");
     let rec = host.store.effect_get(key).await.unwrap().unwrap();
     assert_eq!(rec.state, "unknown");
@@ -135,11 +144,14 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host() {
         .trigger("release", effect("ledger", "RES-900", "release", key, 10))
         .await;
     // Bring the trigger to token 76 so the first claim holds 77.
-    sqlx::query("UPDATE triggers SET fencing_token = 76 WHERE id = ?")
-        .bind(t.id)
-        .execute(host.store.pool())
-        .await
-        .unwrap();
+    sqlx::query(
+        host.store
+            .sql("UPDATE triggers SET fencing_token = 76 WHERE id = ?"),
+    )
+    .bind(t.id)
+    .execute(host.store.pool())
+    .await
+    .unwrap();
     ledger.hold(key, 77).await;
     let a = host
         .store

@@ -142,9 +142,9 @@ async fn run(policy: Policy) -> Row {
     // Drain: every trigger reaches succeeded or failed.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let busy: i64 = sqlx::query_scalar(
+        let busy: i64 = sqlx::query_scalar(host.store.sql(
             "SELECT count(*) FROM triggers WHERE state IN ('pending', 'running', 'retry_wait')",
-        )
+        ))
         .fetch_one(host.store.pool())
         .await
         .unwrap();
@@ -158,25 +158,31 @@ async fn run(policy: Policy) -> Row {
     task.await.unwrap();
     for (p, phase) in phases.iter_mut().enumerate() {
         let upper = if p == 0 { first_ids[1] } else { i64::MAX };
-        phase.succeeded = sqlx::query_scalar(
-            "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND id >= ? AND id < ?",
-        )
-        .bind(first_ids[p])
-        .bind(upper)
-        .fetch_one(host.store.pool())
-        .await
-        .unwrap();
-    }
-    let max_sends: i64 = sqlx::query_scalar("SELECT coalesce(max(sends), 0) FROM effects")
-        .fetch_one(host.store.pool())
-        .await
-        .unwrap();
-    // Conservation at the downstream: one applied operation per succeeded effect.
-    let succeeded_effects: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM effects WHERE state = 'succeeded'")
+        phase.succeeded =
+            sqlx::query_scalar(host.store.sql(
+                "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND id >= ? AND id < ?",
+            ))
+            .bind(first_ids[p])
+            .bind(upper)
             .fetch_one(host.store.pool())
             .await
             .unwrap();
+    }
+    let max_sends: i64 = sqlx::query_scalar(
+        host.store
+            .sql("SELECT coalesce(max(sends), 0) FROM effects"),
+    )
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
+    // Conservation at the downstream: one applied operation per succeeded effect.
+    let succeeded_effects: i64 = sqlx::query_scalar(
+        host.store
+            .sql("SELECT count(*) FROM effects WHERE state = 'succeeded'"),
+    )
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
     assert_eq!(ledger.stat("applied").await as i64, succeeded_effects);
     ledger.stop().await;
     Row {

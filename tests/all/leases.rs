@@ -202,7 +202,7 @@ async fn a_takeover_reads_the_last_checkpoint_as_input() {
 
 /// Enough busy work per step that six steps outlast several leases; the
 /// "slow" group has fuel and time for it.
-const SLOW: &str = "resource_group = \"slow\"\n[params]\nsteps = 6\nspin_per_step = 150000000";
+const SLOW: &str = "resource_group = \"slow\"\n[params]\nsteps = 30\nspin_per_step = 150000000";
 
 async fn slow_job(host: &TestHost) {
     host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
@@ -316,11 +316,14 @@ async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
         host.trigger("hello", json!({})).await;
     }
     let now = host.store.now_ms().await.unwrap();
-    sqlx::query("UPDATE triggers SET state = 'retry_wait', next_run_at = ?")
-        .bind(now - 60_000)
-        .execute(host.store.pool())
-        .await
-        .unwrap();
+    sqlx::query(
+        host.store
+            .sql("UPDATE triggers SET state = 'retry_wait', next_run_at = ?"),
+    )
+    .bind(now - 60_000)
+    .execute(host.store.pool())
+    .await
+    .unwrap();
     for _ in 0..5 {
         host.trigger("hello", json!({})).await;
     }
@@ -368,14 +371,21 @@ async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_noth
         async move { runner.run_until_idle().await.unwrap() }
     });
     leased_by(&host, t.id, "A").await;
-    // Hold SQLite's write lock: every renewal now times out, although the
-    // lease itself (5 s) is still A's and its token still current.
-    let lock = host
+    // Hold the database's write lock on triggers: every renewal now times
+    // out, although the lease itself (5 s) is still A's and its token still
+    // current.
+    let mut lock = host
         .store
         .pool()
-        .begin_with("BEGIN IMMEDIATE")
+        .begin_with(host.store.dialect().begin_write())
         .await
         .unwrap();
+    if host.store.dialect() == paddock::store::Dialect::Postgres {
+        sqlx::query("LOCK TABLE triggers IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *lock)
+            .await
+            .unwrap();
+    }
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     lock.rollback().await.unwrap();
     let summaries = tokio::time::timeout(Duration::from_secs(20), run)

@@ -1,6 +1,11 @@
 //! Paddock's integration tests: one binary, one file per feature. Every test
-//! runs against a real SQLite file, real wasmtime and real guest components
+//! runs against a real database, real wasmtime and real guest components
 //! built by `scripts/build-guests.sh`.
+//!
+//! The database is a fresh SQLite file per test, or — when
+//! `PADDOCK_TEST_DATABASE_URL` names a PostgreSQL server — a fresh schema
+//! per test in that database. `make test` runs the whole suite both ways;
+//! an unreachable server fails the run, it never skips.
 
 mod bad_input;
 mod croner_policy;
@@ -35,20 +40,59 @@ pub fn guest(name: &str) -> PathBuf {
 
 /// A fresh database in its own folder, with a sandbox and a registry.
 pub struct TestHost {
+    /// The database URL, for processes started against the same store.
+    pub url: String,
     pub store: Store,
     pub sandbox: Arc<Sandbox>,
     pub registry: Registry,
     pub dir: tempfile::TempDir,
 }
 
+/// The PostgreSQL server the suite runs against, if any.
+pub fn postgres_base_url() -> Option<String> {
+    std::env::var("PADDOCK_TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| url.starts_with("postgres"))
+}
+
+/// A database URL of its own for one test: a SQLite file in `dir`, or a new
+/// schema in the PostgreSQL test database (selected through `search_path`,
+/// so every process given this URL sees the same tables).
+pub async fn fresh_database_url(dir: &std::path::Path) -> String {
+    let Some(base) = postgres_base_url() else {
+        return format!("sqlite://{}", dir.join("paddock.db").display());
+    };
+    use sqlx::Connection;
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let schema = format!(
+        "t{}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let mut conn = sqlx::PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("PADDOCK_TEST_DATABASE_URL={base} is unreachable: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options[search_path]={schema}")
+}
+
 impl TestHost {
     pub async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("paddock.db").display());
+        let url = fresh_database_url(dir.path()).await;
         let store = Store::open(&url).await.unwrap();
         let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
         let registry = Registry::new(store.clone(), sandbox.clone());
         Self {
+            url,
             store,
             sandbox,
             registry,
@@ -126,7 +170,7 @@ impl TestHost {
             "audit_log" => "SELECT count(*) FROM audit_log",
             other => panic!("no count for {other}"),
         };
-        sqlx::query_scalar(sql)
+        sqlx::query_scalar(self.store.sql(sql))
             .fetch_one(self.store.pool())
             .await
             .unwrap()

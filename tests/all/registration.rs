@@ -176,11 +176,11 @@ async fn the_audit_log_refuses_updates_and_deletes() {
         .component_push_file(&guest("noop"), "ci")
         .await
         .unwrap();
-    let update = sqlx::query("UPDATE audit_log SET actor = 'mallory'")
+    let update = sqlx::query(host.store.sql("UPDATE audit_log SET actor = 'mallory'"))
         .execute(host.store.pool())
         .await;
     assert!(update.unwrap_err().to_string().contains("append-only"));
-    let delete = sqlx::query("DELETE FROM audit_log")
+    let delete = sqlx::query(host.store.sql("DELETE FROM audit_log"))
         .execute(host.store.pool())
         .await;
     assert!(delete.is_err());

@@ -47,24 +47,24 @@ async fn bulk_cron_jobs(host: &TestHost, jobs: &[(String, String)], active_from:
             },
             ..ScheduleSpec::default()
         };
-        sqlx::query("INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) VALUES (?, 't', 1, 0, 0)")
+        sqlx::query(host.store.sql("INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) VALUES (?, 't', 1, 0, 0)"))
             .bind(id)
             .execute(&mut *tx)
             .await
             .unwrap();
-        sqlx::query(
+        sqlx::query(host.store.sql(
             "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) \
              VALUES (?, 1, 'd', '{}', ?, 'default', 'test', 0)",
-        )
+        ))
         .bind(id)
         .bind(&component.digest)
         .execute(&mut *tx)
         .await
         .unwrap();
-        sqlx::query(
+        sqlx::query(host.store.sql(
             "INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group, priority, active_from, updated_at) \
              VALUES (?, 1, ?, ?, 't', 'default', 0, ?, 0)",
-        )
+        ))
         .bind(id)
         .bind(paddock::schedule::shard_of(id, shards) as i64)
         .bind(schedule.canonical_json())
@@ -79,7 +79,8 @@ async fn bulk_cron_jobs(host: &TestHost, jobs: &[(String, String)], active_from:
 /// (job, scheduled_at) of every scheduled trigger.
 async fn scheduled_set(host: &TestHost) -> BTreeSet<(String, i64)> {
     sqlx::query_as::<_, (String, i64)>(
-        "SELECT job_id, scheduled_at FROM triggers WHERE origin = 'schedule'",
+        host.store
+            .sql("SELECT job_id, scheduled_at FROM triggers WHERE origin = 'schedule'"),
     )
     .fetch_all(host.store.pool())
     .await
@@ -157,7 +158,7 @@ async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missi
     let stored = scheduled_set(&host).await;
     assert_eq!(stored.len(), expected.len());
     assert_eq!(stored, expected);
-    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers")
+    let total: i64 = sqlx::query_scalar(host.store.sql("SELECT count(*) FROM triggers"))
         .fetch_one(host.store.pool())
         .await
         .unwrap();
@@ -226,10 +227,11 @@ async fn outage(policy_toml: &str) -> (TestHost, paddock::schedule::scanner::Sca
         ),
     )
     .await;
-    let active_from: i64 = sqlx::query_scalar("SELECT active_from FROM job_schedules")
-        .fetch_one(host.store.pool())
-        .await
-        .unwrap();
+    let active_from: i64 =
+        sqlx::query_scalar(host.store.sql("SELECT active_from FROM job_schedules"))
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
     // Start the window at the first whole minute after activation.
     let first = (active_from / 60_000 + 1) * 60_000;
     let now = first + 30 * 60_000 + 30_000; // 30.5 minutes later: 31 fire times, 1 on time
@@ -254,10 +256,13 @@ async fn outage(policy_toml: &str) -> (TestHost, paddock::schedule::scanner::Sca
 }
 
 async fn states(host: &TestHost) -> Vec<(String, i64)> {
-    sqlx::query_as("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state")
-        .fetch_all(host.store.pool())
-        .await
-        .unwrap()
+    sqlx::query_as(
+        host.store
+            .sql("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state"),
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -275,10 +280,11 @@ async fn misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time(
 async fn misfire_latest_fires_the_most_recent_missed_time_only() {
     let (host, report, now) = outage("misfire = \"latest\"").await;
     assert_eq!((report.created, report.skipped, report.parked), (2, 29, 0));
-    let latest_missed: i64 = sqlx::query_scalar("SELECT min(scheduled_at) FROM triggers")
-        .fetch_one(host.store.pool())
-        .await
-        .unwrap();
+    let latest_missed: i64 =
+        sqlx::query_scalar(host.store.sql("SELECT min(scheduled_at) FROM triggers"))
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
     assert_eq!(
         latest_missed,
         now - 90_000,
@@ -305,10 +311,13 @@ async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_floodi
         [("manual".to_string(), 30), ("pending".to_string(), 1)]
     );
     // A person approves one; it becomes runnable, audited.
-    let parked: i64 = sqlx::query_scalar("SELECT id FROM triggers WHERE state = 'manual' LIMIT 1")
-        .fetch_one(host.store.pool())
-        .await
-        .unwrap();
+    let parked: i64 = sqlx::query_scalar(
+        host.store
+            .sql("SELECT id FROM triggers WHERE state = 'manual' LIMIT 1"),
+    )
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
     host.store
         .trigger_approve(parked, "ops", "backfill approved")
         .await
@@ -352,11 +361,13 @@ async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one() 
     let now = host.store.now_ms().await.unwrap();
     let first = s.tick(Some(now)).await.unwrap();
     assert!(first.created >= 4, "{first:?}");
-    let v1_before: Vec<(String, i64)> =
-        sqlx::query_as("SELECT plan_key, plan_version FROM triggers ORDER BY id")
-            .fetch_all(host.store.pool())
-            .await
-            .unwrap();
+    let v1_before: Vec<(String, i64)> = sqlx::query_as(
+        host.store
+            .sql("SELECT plan_key, plan_version FROM triggers ORDER BY id"),
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
     // v2 becomes active now, while v1's lookahead triggers are still ahead.
     assert_eq!(
         host.job("tick", "noop", &format!("[params]\nv = 2\n{every_second}"))
@@ -366,15 +377,17 @@ async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one() 
     let later = host.store.now_ms().await.unwrap() + 10_000;
     s.tick(Some(later)).await.unwrap();
     // Every v1 trigger is untouched, and no instant has two triggers.
-    let after: Vec<(String, i64)> =
-        sqlx::query_as("SELECT plan_key, plan_version FROM triggers ORDER BY id")
-            .fetch_all(host.store.pool())
-            .await
-            .unwrap();
-    assert_eq!(&after[..v1_before.len()], &v1_before[..]);
-    let doubled: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT scheduled_at FROM triggers GROUP BY scheduled_at HAVING count(*) > 1)",
+    let after: Vec<(String, i64)> = sqlx::query_as(
+        host.store
+            .sql("SELECT plan_key, plan_version FROM triggers ORDER BY id"),
     )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(&after[..v1_before.len()], &v1_before[..]);
+    let doubled: i64 = sqlx::query_scalar(host.store.sql(
+        "SELECT count(*) FROM (SELECT scheduled_at FROM triggers GROUP BY scheduled_at HAVING count(*) > 1) AS doubled",
+    ))
     .fetch_one(host.store.pool())
     .await
     .unwrap();
@@ -425,10 +438,13 @@ async fn overlapping(overlap_toml: &str) -> (TestHost, Vec<i64>) {
         .scheduled_insert(&[make(first), make(first + 10_000)], &[])
         .await
         .unwrap();
-    let ids = sqlx::query_scalar("SELECT id FROM triggers ORDER BY scheduled_at")
-        .fetch_all(host.store.pool())
-        .await
-        .unwrap();
+    let ids = sqlx::query_scalar(
+        host.store
+            .sql("SELECT id FROM triggers ORDER BY scheduled_at"),
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
     (host, ids)
 }
 
@@ -451,11 +467,13 @@ async fn run_both(host: &TestHost) {
     tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             runner.run_until_idle().await.unwrap();
-            let pending: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM triggers WHERE state = 'pending'")
-                    .fetch_one(host.store.pool())
-                    .await
-                    .unwrap();
+            let pending: i64 = sqlx::query_scalar(
+                host.store
+                    .sql("SELECT count(*) FROM triggers WHERE state = 'pending'"),
+            )
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
             if pending == 0 {
                 break;
             }
@@ -501,11 +519,13 @@ async fn overlap_allow_waits_for_a_free_slot_and_runs_both() {
         let t = host.store.trigger_get(id).await.unwrap();
         assert_eq!(t.state, "succeeded");
     }
-    let released: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM attempts WHERE outcome = 'released'")
-            .fetch_one(host.store.pool())
-            .await
-            .unwrap();
+    let released: i64 = sqlx::query_scalar(
+        host.store
+            .sql("SELECT count(*) FROM attempts WHERE outcome = 'released'"),
+    )
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
     assert!(released >= 1, "the second run waited at least once");
 }
 

@@ -153,9 +153,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     stop.await;
     let _ = stop_tx.send(true);
     let _ = tokio::join!(scanning, running);
-    let ticks: Vec<(String, i64)> = sqlx::query_as(
+    let ticks: Vec<(String, i64)> = sqlx::query_as(host.store.sql(
         "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
-    )
+    ))
     .fetch_all(host.store.pool())
     .await?;
     println!("   ticker triggers by state: {ticks:?}");

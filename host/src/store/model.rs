@@ -272,6 +272,18 @@ pub struct ScheduledTrigger {
     pub state: &'static str,
 }
 
+/// A yes/no column, stored as 0/1 in both databases (an integer decodes the
+/// same through either driver; a boolean would not).
+#[derive(Debug, Clone, Copy, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct Flag(pub i64);
+
+impl From<Flag> for bool {
+    fn from(flag: Flag) -> bool {
+        flag.0 != 0
+    }
+}
+
 /// An admin-configured connector (see `migrations/sqlite/0003_effects.sql`).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct ConnectorRecord {
@@ -285,8 +297,10 @@ pub struct ConnectorRecord {
     pub rate_per_sec: f64,
     /// The downstream rejects fencing tokens lower than the highest it has
     /// seen (per resource for the reference ledger: one trigger per resource).
+    #[sqlx(try_from = "Flag")]
     pub compares_tokens: bool,
     /// The downstream answers `GET {base_url}/operations/{key}`.
+    #[sqlx(try_from = "Flag")]
     pub queryable: bool,
     pub breaker_failure_rate: f64,
     pub breaker_min_calls: i64,

@@ -2,39 +2,34 @@
 //! schedules, batched scheduled-trigger inserts, skipped fire times, manual
 //! approval, and cancel requests.
 
+use super::dialect::now_ms;
 use super::*;
 use crate::registry::manifest::PlanSpec;
 use crate::schedule::{Kind, shard_of};
-use sqlx::{QueryBuilder, Sqlite, Transaction};
-
-macro_rules! now_ms {
-    () => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-}
 
 impl Store {
     /// Keep `job_schedules` in step with a job's newest plan version: a
     /// time-based schedule is (re)registered in its shard; manual-only
     /// removes it. Runs inside the registration's transaction.
     pub(super) async fn job_schedule_sync(
-        tx: &mut Transaction<'static, Sqlite>,
+        &self,
+        tx: &mut Tx,
         job_id: &str,
         version: u32,
         spec: &PlanSpec,
     ) -> StoreResult<()> {
         let schedule = spec.schedule_spec().map_err(StoreError::Conflict)?;
         if schedule.trigger.kind() == Kind::Manual {
-            sqlx::query("DELETE FROM job_schedules WHERE job_id = ?")
+            sqlx::query(self.sql("DELETE FROM job_schedules WHERE job_id = ?"))
                 .bind(job_id)
                 .execute(&mut **tx)
                 .await?;
             return Ok(());
         }
-        let shards: i64 = sqlx::query_scalar("SELECT count(*) FROM schedule_shards")
+        let shards: i64 = sqlx::query_scalar(self.sql("SELECT count(*) FROM schedule_shards"))
             .fetch_one(&mut **tx)
             .await?;
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group, \
              priority, active_from, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
@@ -43,7 +38,7 @@ impl Store {
             ") ON CONFLICT (job_id) DO UPDATE SET plan_version = excluded.plan_version, \
              spec = excluded.spec, tenant = excluded.tenant, resource_group = excluded.resource_group, \
              priority = excluded.priority, active_from = excluded.active_from, updated_at = excluded.updated_at"
-        ))
+        )))
         .bind(job_id)
         .bind(version as i64)
         .bind(shard_of(job_id, shards as u32) as i64)
@@ -57,17 +52,17 @@ impl Store {
     }
 
     pub async fn shard_count(&self) -> StoreResult<u32> {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM schedule_shards")
+        let n: i64 = sqlx::query_scalar(self.sql("SELECT count(*) FROM schedule_shards"))
             .fetch_one(&self.pool)
             .await?;
         Ok(n as u32)
     }
 
     pub async fn shards_list(&self) -> StoreResult<Vec<ShardRecord>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT shard, owner, generation, lease_until, watermark, last_scan_at, \
              triggers_created, triggers_existing FROM schedule_shards ORDER BY shard",
-        )
+        ))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -82,7 +77,7 @@ impl Store {
         ttl_ms: i64,
         now: Option<i64>,
     ) -> StoreResult<Option<ShardLease>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "WITH clock (now) AS (SELECT coalesce(?4, ",
             now_ms!(),
             ")) \
@@ -92,7 +87,7 @@ impl Store {
                  owner = ?2, lease_until = (SELECT now FROM clock) + ?3 \
              WHERE shard = ?1 AND (owner IS NULL OR owner = ?2 OR lease_until < (SELECT now FROM clock)) \
              RETURNING shard, generation, watermark, (SELECT now FROM clock) AS now"
-        ))
+        )))
         .bind(shard as i64)
         .bind(owner)
         .bind(ttl_ms)
@@ -103,10 +98,10 @@ impl Store {
 
     /// Give a shard up (drain): the next owner takes it without waiting.
     pub async fn shard_release(&self, lease: &ShardLease, owner: &str) -> StoreResult<()> {
-        sqlx::query(
+        sqlx::query(self.sql(
             "UPDATE schedule_shards SET owner = NULL, lease_until = NULL \
              WHERE shard = ? AND generation = ? AND owner = ?",
-        )
+        ))
         .bind(lease.shard)
         .bind(lease.generation)
         .bind(owner)
@@ -126,12 +121,13 @@ impl Store {
         created: i64,
         existing: i64,
     ) -> StoreResult<bool> {
-        let updated = sqlx::query(
-            "UPDATE schedule_shards SET watermark = max(coalesce(watermark, ?1), ?1), \
+        let updated = sqlx::query(self.sql(
+            "UPDATE schedule_shards SET \
+                 watermark = CASE WHEN watermark > ?1 THEN watermark ELSE ?1 END, \
                  last_scan_at = ?2, triggers_created = triggers_created + ?3, \
                  triggers_existing = triggers_existing + ?4 \
              WHERE shard = ?5 AND generation = ?6 AND owner = ?7",
-        )
+        ))
         .bind(watermark)
         .bind(lease.now)
         .bind(created)
@@ -143,7 +139,8 @@ impl Store {
         .await?
         .rows_affected();
         if updated == 0 {
-            Self::counter_add(&self.pool, "stale_shard_generation_rejections", 1).await?;
+            self.counter_add(&self.pool, "stale_shard_generation_rejections", 1)
+                .await?;
         }
         Ok(updated == 1)
     }
@@ -151,10 +148,10 @@ impl Store {
     /// A cheap fingerprint of a shard's schedules, to reload them only when
     /// something changed: (count, newest update, sum of versions).
     pub async fn schedules_fingerprint(&self, shard: u32) -> StoreResult<(i64, i64, i64)> {
-        Ok(sqlx::query_as(
-            "SELECT count(*), coalesce(max(updated_at), 0), coalesce(sum(plan_version), 0) \
+        Ok(sqlx::query_as(self.sql(
+            "SELECT count(*), coalesce(max(updated_at), 0), CAST(coalesce(sum(plan_version), 0) AS BIGINT) \
              FROM job_schedules WHERE shard = ?",
-        )
+        ))
         .bind(shard as i64)
         .fetch_one(&self.pool)
         .await?)
@@ -162,10 +159,10 @@ impl Store {
 
     /// The schedules of every job in a shard.
     pub async fn schedules_in_shard(&self, shard: u32) -> StoreResult<Vec<JobScheduleRecord>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT job_id, plan_version, shard, spec, tenant, resource_group, priority, active_from \
              FROM job_schedules WHERE shard = ? ORDER BY job_id",
-        )
+        ))
         .bind(shard as i64)
         .fetch_all(&self.pool)
         .await?)
@@ -180,11 +177,11 @@ impl Store {
         from: i64,
         to: i64,
     ) -> StoreResult<std::collections::HashSet<(String, i64)>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
+        let rows: Vec<(String, i64)> = sqlx::query_as(self.sql(
             "SELECT job_id, scheduled_at FROM triggers \
              WHERE scheduled_at >= ?2 AND scheduled_at < ?3 AND origin = 'schedule' \
                AND job_id IN (SELECT job_id FROM job_schedules WHERE shard = ?1)",
-        )
+        ))
         .bind(shard as i64)
         .bind(from)
         .bind(to)
@@ -198,12 +195,12 @@ impl Store {
     /// skipped. (A new version never fires a time an older one already
     /// decided, and never rewrites it.)
     pub async fn decided_times(&self, job_id: &str, from: i64, to: i64) -> StoreResult<Vec<i64>> {
-        Ok(sqlx::query_scalar(
+        Ok(sqlx::query_scalar(self.sql(
             "SELECT scheduled_at FROM triggers \
                  WHERE job_id = ?1 AND origin = 'schedule' AND scheduled_at >= ?2 AND scheduled_at < ?3 \
              UNION SELECT scheduled_at FROM skipped_fires \
                  WHERE job_id = ?1 AND scheduled_at >= ?2 AND scheduled_at < ?3",
-        )
+        ))
         .bind(job_id)
         .bind(from)
         .bind(to)
@@ -224,46 +221,55 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let mut created = 0;
         for chunk in triggers.chunks(CHUNK) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
-                 scheduled_at, params, state, priority, next_run_at, created_at, updated_at) ",
+            let sql = self.dialect.multi_row(
+                "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
+                 origin, scheduled_at, params, state, priority, next_run_at, created_at, updated_at)",
+                concat!(
+                    "(?, ?, ?, ?, ?, 'schedule', ?, '{}', ?, ?, ?, ",
+                    now_ms!(),
+                    ", ",
+                    now_ms!(),
+                    ")"
+                ),
+                chunk.len(),
+                "ON CONFLICT (plan_key) DO NOTHING",
             );
-            insert.push_values(chunk, |mut row, t| {
-                row.push_bind(crate::registry::plan_key(
-                    &t.job_id,
-                    t.scheduled_at,
-                    t.plan_version as u32,
-                    None,
-                ))
-                .push_bind(t.job_id.as_str())
-                .push_bind(t.plan_version)
-                .push_bind(t.tenant.as_str())
-                .push_bind(t.resource_group.as_str())
-                .push("'schedule'")
-                .push_bind(t.scheduled_at)
-                .push("'{}'")
-                .push_bind(t.state)
-                .push_bind(t.priority)
-                .push_bind(t.scheduled_at)
-                .push(now_ms!())
-                .push(now_ms!());
-            });
-            insert.push(" ON CONFLICT (plan_key) DO NOTHING");
-            created += insert.build().execute(&mut *tx).await?.rows_affected() as i64;
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for t in chunk {
+                insert = insert
+                    .bind(crate::registry::plan_key(
+                        &t.job_id,
+                        t.scheduled_at,
+                        t.plan_version as u32,
+                        None,
+                    ))
+                    .bind(t.job_id.as_str())
+                    .bind(t.plan_version)
+                    .bind(t.tenant.as_str())
+                    .bind(t.resource_group.as_str())
+                    .bind(t.scheduled_at)
+                    .bind(t.state)
+                    .bind(t.priority)
+                    .bind(t.scheduled_at);
+            }
+            created += insert.execute(&mut *tx).await?.rows_affected() as i64;
         }
         for chunk in skipped.chunks(CHUNK) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) ",
+            let sql = self.dialect.multi_row(
+                "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at)",
+                concat!("(?, ?, ?, ?, ", now_ms!(), ")"),
+                chunk.len(),
+                "ON CONFLICT DO NOTHING",
             );
-            insert.push_values(chunk, |mut row, (job_id, version, at, reason)| {
-                row.push_bind(job_id.as_str())
-                    .push_bind(*version)
-                    .push_bind(*at)
-                    .push_bind(*reason)
-                    .push(now_ms!());
-            });
-            insert.push(" ON CONFLICT DO NOTHING");
-            insert.build().execute(&mut *tx).await?;
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (job_id, version, at, reason) in chunk {
+                insert = insert
+                    .bind(job_id.as_str())
+                    .bind(*version)
+                    .bind(*at)
+                    .bind(*reason);
+            }
+            insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok((created, triggers.len() as i64 - created))
@@ -275,10 +281,10 @@ impl Store {
         job_id: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<(String, i64, i64, String)>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
              WHERE ?1 IS NULL OR job_id = ?1 ORDER BY scheduled_at DESC LIMIT ?2",
-        )
+        ))
         .bind(job_id)
         .bind(limit)
         .fetch_all(&self.pool)
@@ -288,7 +294,7 @@ impl Store {
     /// Skipped fire times by reason.
     pub async fn skipped_counts(&self) -> StoreResult<Vec<(String, i64)>> {
         Ok(sqlx::query_as(
-            "SELECT reason, count(*) FROM skipped_fires GROUP BY reason ORDER BY reason",
+            self.sql("SELECT reason, count(*) FROM skipped_fires GROUP BY reason ORDER BY reason"),
         )
         .fetch_all(&self.pool)
         .await?)
@@ -296,14 +302,14 @@ impl Store {
 
     /// Approve a parked (`manual`) trigger: it becomes pending, audited.
     pub async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let updated = sqlx::query(concat!(
+        let mut tx = self.begin_write().await?;
+        let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', next_run_at = ",
             now_ms!(),
             ", updated_at = ",
             now_ms!(),
             " WHERE id = ? AND state = 'manual'"
-        ))
+        )))
         .bind(id)
         .execute(&mut *tx)
         .await?
@@ -313,7 +319,7 @@ impl Store {
                 "trigger {id} is not waiting for approval"
             )));
         }
-        Self::audit_append(
+        self.audit_append(
             &mut tx,
             actor,
             "trigger.approve",
@@ -330,13 +336,13 @@ impl Store {
     /// with their lease still live. Only older runs count against a new
     /// one, so two runs checking each other at once never both yield.
     pub async fn job_running_before(&self, job_id: &str, mine: i64) -> StoreResult<Vec<i64>> {
-        Ok(sqlx::query_scalar(concat!(
+        Ok(sqlx::query_scalar(self.sql(concat!(
             "SELECT r.id FROM triggers r, triggers m WHERE m.id = ?2 AND r.job_id = ?1 \
              AND r.state = 'running' AND r.lease_until >= ",
             now_ms!(),
             " AND (r.scheduled_at < m.scheduled_at OR (r.scheduled_at = m.scheduled_at AND r.id < m.id)) \
              ORDER BY r.scheduled_at, r.id"
-        ))
+        )))
         .bind(job_id)
         .bind(mine)
         .fetch_all(&self.pool)
@@ -348,13 +354,13 @@ impl Store {
     /// point (its runner sees the request at the next heartbeat). Returns
     /// false when the trigger is already finished.
     pub async fn trigger_request_cancel(&self, id: i64) -> StoreResult<bool> {
-        let cancelled = sqlx::query(concat!(
+        let cancelled = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'cancelled', error_class = 'cancelled',              error_message = 'cancelled before it ran', finished_at = ",
             now_ms!(),
             ", updated_at = ",
             now_ms!(),
             " WHERE id = ? AND state IN ('pending', 'retry_wait', 'manual')"
-        ))
+        )))
         .bind(id)
         .execute(&self.pool)
         .await?
@@ -363,7 +369,7 @@ impl Store {
             return Ok(true);
         }
         Ok(sqlx::query(
-            "UPDATE triggers SET cancel_requested = 1 WHERE id = ? AND state = 'running'",
+            self.sql("UPDATE triggers SET cancel_requested = 1 WHERE id = ? AND state = 'running'"),
         )
         .bind(id)
         .execute(&self.pool)
@@ -375,14 +381,14 @@ impl Store {
     /// Put a claimed trigger back to pending without running it (overlap
     /// `wait`), fenced by token.
     pub async fn trigger_release(&self, lease: &LeaseRef, delay_ms: i64) -> StoreResult<()> {
-        let updated = sqlx::query(concat!(
+        let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', lease_owner = NULL, lease_until = NULL, \
              next_run_at = ",
             now_ms!(),
             " + ?, updated_at = ",
             now_ms!(),
             " WHERE id = ? AND fencing_token = ? AND state = 'running'"
-        ))
+        )))
         .bind(delay_ms)
         .bind(lease.trigger_id)
         .bind(lease.fencing_token)
@@ -392,11 +398,11 @@ impl Store {
         if updated == 0 {
             return Err(self.lease_lost(lease, "release").await);
         }
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "UPDATE attempts SET outcome = 'released', ended_at = ",
             now_ms!(),
             ", error_class = 'overlap_wait' WHERE id = ?"
-        ))
+        )))
         .bind(lease.attempt_id)
         .execute(&self.pool)
         .await?;

@@ -7,17 +7,12 @@
 //! fencing_token = ? AND state = 'running')`. Zero rows with a stale token is
 //! [`StoreError::LeaseLost`], counted in `stale_token_rejections`.
 
-use super::sqlite::Tx;
+use super::dialect::now_ms;
 use super::*;
 use crate::registry::manifest;
 use sha2::{Digest, Sha256};
 
 /// The database clock, in ms since the Unix epoch (same as `sqlite.rs`).
-macro_rules! now_ms {
-    () => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-}
 
 macro_rules! effect_columns {
     () => {
@@ -49,15 +44,15 @@ fn row_digest(effect: &Option<EffectRecord>) -> String {
 impl Store {
     /// Add one to a named counter.
     pub async fn counter_incr(&self, name: &str) -> StoreResult<()> {
-        Self::counter_add(&self.pool, name, 1).await
+        self.counter_add(&self.pool, name, 1).await
     }
 
     // ---- connectors ------------------------------------------------------
 
     /// Create or replace a connector, audited.
     pub async fn connector_put(&self, c: &ConnectorRecord, actor: &str) -> StoreResult<()> {
-        let mut tx = self.begin_immediate().await?;
-        sqlx::query(concat!(
+        let mut tx = self.begin_write().await?;
+        sqlx::query(self.sql(concat!(
             "INSERT INTO connectors (",
             connector_columns!(),
             ", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
@@ -71,22 +66,22 @@ impl Store {
              breaker_min_calls = excluded.breaker_min_calls, \
              breaker_window_ms = excluded.breaker_window_ms, \
              breaker_open_ms = excluded.breaker_open_ms, updated_at = excluded.updated_at"
-        ))
+        )))
         .bind(&c.name)
         .bind(&c.kind)
         .bind(&c.base_url)
         .bind(c.timeout_ms)
         .bind(c.permits)
         .bind(c.rate_per_sec)
-        .bind(c.compares_tokens)
-        .bind(c.queryable)
+        .bind(c.compares_tokens as i64)
+        .bind(c.queryable as i64)
         .bind(c.breaker_failure_rate)
         .bind(c.breaker_min_calls)
         .bind(c.breaker_window_ms)
         .bind(c.breaker_open_ms)
         .execute(&mut *tx)
         .await?;
-        Self::audit_append(
+        self.audit_append(
             &mut tx,
             actor,
             "connector.put",
@@ -99,22 +94,22 @@ impl Store {
     }
 
     pub async fn connector_get(&self, name: &str) -> StoreResult<Option<ConnectorRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             connector_columns!(),
             " FROM connectors WHERE name = ?"
-        ))
+        )))
         .bind(name)
         .fetch_optional(&self.pool)
         .await?)
     }
 
     pub async fn connectors_list(&self) -> StoreResult<Vec<ConnectorRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             connector_columns!(),
             " FROM connectors ORDER BY name"
-        ))
+        )))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -122,33 +117,33 @@ impl Store {
     // ---- effects ---------------------------------------------------------
 
     pub async fn effect_get(&self, key: &str) -> StoreResult<Option<EffectRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
             " FROM effects WHERE idempotency_key = ?"
-        ))
+        )))
         .bind(key)
         .fetch_optional(&self.pool)
         .await?)
     }
 
     pub async fn effects_for_trigger(&self, trigger_id: i64) -> StoreResult<Vec<EffectRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
             " FROM effects WHERE trigger_id = ? ORDER BY id"
-        ))
+        )))
         .bind(trigger_id)
         .fetch_all(&self.pool)
         .await?)
     }
 
     pub async fn effects_list(&self, limit: i64) -> StoreResult<Vec<EffectRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
             " FROM effects ORDER BY id DESC LIMIT ?"
-        ))
+        )))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
@@ -157,21 +152,22 @@ impl Store {
     /// A zero-row fenced write: stale token (counted, `LeaseLost`) or a
     /// record that changed under us (`Conflict`).
     async fn effect_miss(&self, lease: &LeaseRef, what: &str) -> StoreError {
-        let current: Option<(i64, String)> =
-            match sqlx::query_as("SELECT fencing_token, state FROM triggers WHERE id = ?")
-                .bind(lease.trigger_id)
-                .fetch_optional(&self.pool)
-                .await
-            {
-                Ok(found) => found,
-                Err(e) => return e.into(),
-            };
+        let current: Option<(i64, String)> = match sqlx::query_as(
+            self.sql("SELECT fencing_token, state FROM triggers WHERE id = ?"),
+        )
+        .bind(lease.trigger_id)
+        .fetch_optional(&self.pool)
+        .await
+        {
+            Ok(found) => found,
+            Err(e) => return e.into(),
+        };
         match current {
             Some((token, state)) if token == lease.fencing_token && state == "running" => {
                 StoreError::Conflict(format!("{what}: the effect record changed concurrently"))
             }
             _ => {
-                if let Err(e) = Self::counter_add(&self.pool, "stale_effect_writes", 1).await {
+                if let Err(e) = self.counter_add(&self.pool, "stale_effect_writes", 1).await {
                     return e;
                 }
                 self.lease_lost(lease, what).await
@@ -187,7 +183,7 @@ impl Store {
         lease: &LeaseRef,
         new: &NewEffect,
     ) -> StoreResult<EffectRecord> {
-        let row: Option<EffectRecord> = sqlx::query_as(concat!(
+        let row: Option<EffectRecord> = sqlx::query_as(self.sql(concat!(
             "INSERT INTO effects (idempotency_key, trigger_id, attempt_id, connector, action, \
              params_digest, request_id, fencing_token, state, compensates, sends, created_at, updated_at) \
              SELECT ?1, t.id, ?3, ?4, ?5, ?6, ?7, t.fencing_token, 'intent', ?8, 1, ",
@@ -197,7 +193,7 @@ impl Store {
             " FROM triggers t WHERE t.id = ?2 AND t.fencing_token = ?9 AND t.state = 'running' \
              ON CONFLICT (idempotency_key) DO NOTHING RETURNING ",
             effect_columns!()
-        ))
+        )))
         .bind(&new.idempotency_key)
         .bind(lease.trigger_id)
         .bind(lease.attempt_id)
@@ -225,7 +221,7 @@ impl Store {
         params_digest: &str,
         request_id: &str,
     ) -> StoreResult<EffectRecord> {
-        let row: Option<EffectRecord> = sqlx::query_as(concat!(
+        let row: Option<EffectRecord> = sqlx::query_as(self.sql(concat!(
             "UPDATE effects SET trigger_id = ?1, attempt_id = ?2, fencing_token = ?3, \
              request_id = ?4, state = 'intent', sends = sends + 1, updated_at = ",
             now_ms!(),
@@ -235,7 +231,7 @@ impl Store {
                            AND t.state = 'running') \
              RETURNING ",
             effect_columns!()
-        ))
+        )))
         .bind(lease.trigger_id)
         .bind(lease.attempt_id)
         .bind(lease.fencing_token)
@@ -259,7 +255,7 @@ impl Store {
         key: &str,
         outcome: &EffectOutcome,
     ) -> StoreResult<EffectRecord> {
-        let row: Option<EffectRecord> = sqlx::query_as(concat!(
+        let row: Option<EffectRecord> = sqlx::query_as(self.sql(concat!(
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
@@ -269,7 +265,7 @@ impl Store {
                            AND t.state = 'running') \
              RETURNING ",
             effect_columns!()
-        ))
+        )))
         .bind(outcome.state)
         .bind(&outcome.response)
         .bind(&outcome.error)
@@ -289,7 +285,7 @@ impl Store {
     /// Effects left `intent` or `unknown` whose trigger holds no live lease:
     /// the recovery scanner's work list.
     pub async fn effects_unresolved(&self, limit: i64) -> StoreResult<Vec<EffectRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
             " FROM effects e WHERE e.state IN ('intent', 'unknown') \
@@ -297,7 +293,7 @@ impl Store {
                    AND t.state = 'running' AND t.lease_until >= ",
             now_ms!(),
             ") ORDER BY e.id LIMIT ?"
-        ))
+        )))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
@@ -312,7 +308,7 @@ impl Store {
         expected_token: i64,
         outcome: &EffectOutcome,
     ) -> StoreResult<bool> {
-        Ok(sqlx::query(concat!(
+        Ok(sqlx::query(self.sql(concat!(
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
@@ -321,7 +317,7 @@ impl Store {
                    AND t.state = 'running' AND t.lease_until >= ",
             now_ms!(),
             ")"
-        ))
+        )))
         .bind(outcome.state)
         .bind(&outcome.response)
         .bind(&outcome.error)
@@ -340,15 +336,15 @@ impl Store {
     /// Open a ticket, or return the open one with the same kind and subject
     /// (`false`). Opening is audited under the actor `paddock`.
     pub async fn exception_open(&self, new: &NewException) -> StoreResult<(ExceptionRecord, bool)> {
-        let mut tx = self.begin_immediate().await?;
+        let mut tx = self.begin_write().await?;
         let evidence = manifest::canonical_json(&new.evidence);
         let allowed = serde_json::to_string(&new.allowed_actions).unwrap_or_default();
-        let inserted = sqlx::query(concat!(
+        let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO exceptions (kind, subject, trigger_id, effect_key, evidence, \
              allowed_actions, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ",
             now_ms!(),
             ") ON CONFLICT DO NOTHING"
-        ))
+        )))
         .bind(new.kind)
         .bind(&new.subject)
         .bind(new.trigger_id)
@@ -359,18 +355,18 @@ impl Store {
         .await?
         .rows_affected()
             == 1;
-        let record: ExceptionRecord = sqlx::query_as(concat!(
+        let record: ExceptionRecord = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
             " FROM exceptions WHERE kind = ? AND subject = ? AND state = 'open'"
-        ))
+        )))
         .bind(new.kind)
         .bind(&new.subject)
         .fetch_one(&mut *tx)
         .await?;
         if inserted {
-            Self::counter_add(&mut *tx, "exceptions_opened", 1).await?;
-            Self::audit_append(
+            self.counter_add(&mut *tx, "exceptions_opened", 1).await?;
+            self.audit_append(
                 &mut tx,
                 "paddock",
                 "exception.open",
@@ -384,11 +380,11 @@ impl Store {
     }
 
     pub async fn exception_get(&self, id: i64) -> StoreResult<ExceptionRecord> {
-        sqlx::query_as(concat!(
+        sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
             " FROM exceptions WHERE id = ?"
-        ))
+        )))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?
@@ -397,11 +393,11 @@ impl Store {
 
     /// Tickets, newest first; `state` filters (`open` / `resolved`).
     pub async fn exceptions_list(&self, state: Option<&str>) -> StoreResult<Vec<ExceptionRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
             " FROM exceptions WHERE ?1 IS NULL OR state = ?1 ORDER BY id DESC"
-        ))
+        )))
         .bind(state)
         .fetch_all(&self.pool)
         .await?)
@@ -422,12 +418,12 @@ impl Store {
                 "resolving an exception needs an actor and a reason".into(),
             ));
         }
-        let mut tx = self.begin_immediate().await?;
-        let ticket: ExceptionRecord = sqlx::query_as(concat!(
+        let mut tx = self.begin_write().await?;
+        let ticket: ExceptionRecord = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
             " FROM exceptions WHERE id = ?"
-        ))
+        )))
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?
@@ -446,7 +442,9 @@ impl Store {
                 ticket.allowed().join(", ")
             )));
         }
-        let before = Self::effect_in(&mut tx, ticket.effect_key.as_deref()).await?;
+        let before = self
+            .effect_in(&mut tx, ticket.effect_key.as_deref())
+            .await?;
         let by = format!("ticket:{id}");
         if let Some(key) = &ticket.effect_key {
             let sql = match action {
@@ -469,21 +467,23 @@ impl Store {
                 _ => None,
             };
             if let Some(sql) = sql {
-                sqlx::query(sql)
+                sqlx::query(self.sql(sql))
                     .bind(&by)
                     .bind(key)
                     .execute(&mut *tx)
                     .await?;
             }
         }
-        let after = Self::effect_in(&mut tx, ticket.effect_key.as_deref()).await?;
+        let after = self
+            .effect_in(&mut tx, ticket.effect_key.as_deref())
+            .await?;
         let (before_digest, after_digest) = (row_digest(&before), row_digest(&after));
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "UPDATE exceptions SET state = 'resolved', resolution = ?, resolved_by = ?, reason = ?, \
              before_digest = ?, after_digest = ?, resolved_at = ",
             now_ms!(),
             " WHERE id = ? AND state = 'open'"
-        ))
+        )))
         .bind(action)
         .bind(actor)
         .bind(reason)
@@ -492,7 +492,7 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        Self::audit_append(
+        self.audit_append(
             &mut tx,
             actor,
             "exception.resolve",
@@ -508,13 +508,13 @@ impl Store {
         self.exception_get(id).await
     }
 
-    async fn effect_in(tx: &mut Tx, key: Option<&str>) -> StoreResult<Option<EffectRecord>> {
+    async fn effect_in(&self, tx: &mut Tx, key: Option<&str>) -> StoreResult<Option<EffectRecord>> {
         let Some(key) = key else { return Ok(None) };
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
             " FROM effects WHERE idempotency_key = ?"
-        ))
+        )))
         .bind(key)
         .fetch_optional(&mut **tx)
         .await?)

@@ -4,19 +4,10 @@
 //! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front so two
 //! writers never both read-then-write the same rows.
 
+use super::dialect::{now_ms, skip_locked};
 use super::*;
 use crate::audit::{self, AuditEntry};
 use crate::registry::manifest::{self, ApplyDecision, PlanSpec};
-use sqlx::{Sqlite, Transaction};
-
-/// The database clock, in ms since the Unix epoch.
-macro_rules! now_ms {
-    () => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-}
-
-pub(super) type Tx = Transaction<'static, Sqlite>;
 
 /// The columns of a [`TriggerRecord`], as a literal for `concat!`.
 macro_rules! trigger_columns {
@@ -38,13 +29,15 @@ macro_rules! attempt_columns {
 }
 
 impl Store {
-    pub(super) async fn begin_immediate(&self) -> StoreResult<Tx> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A transaction that will write what it reads (see
+    /// [`Dialect::begin_write`]).
+    pub(super) async fn begin_write(&self) -> StoreResult<Tx> {
+        Ok(self.pool.begin_with(self.dialect.begin_write()).await?)
     }
 
     /// The database's clock, in ms.
     pub async fn now_ms(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+        Ok(sqlx::query_scalar(self.sql(concat!("SELECT ", now_ms!())))
             .fetch_one(&self.pool)
             .await?)
     }
@@ -53,29 +46,36 @@ impl Store {
 
     /// Append an entry inside `tx`, chained to the last one.
     pub(super) async fn audit_append(
+        &self,
         tx: &mut Tx,
         actor: &str,
         action: &str,
         subject: &str,
         detail: serde_json::Value,
     ) -> StoreResult<()> {
+        // Read-then-append: on PostgreSQL two processes could read the same
+        // last entry; the lock makes them take turns (SQLite's write lock
+        // already does).
+        if let Some(lock) = self.dialect.serialize_appends() {
+            sqlx::query(lock).execute(&mut **tx).await?;
+        }
         let last: Option<(i64, String)> =
-            sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+            sqlx::query_as(self.sql("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"))
                 .fetch_optional(&mut **tx)
                 .await?;
         let (seq, prev) = match last {
             Some((s, h)) => (s + 1, h),
             None => (1, audit::GENESIS.to_string()),
         };
-        let at: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+        let at: i64 = sqlx::query_scalar(self.sql(concat!("SELECT ", now_ms!())))
             .fetch_one(&mut **tx)
             .await?;
         let detail = manifest::canonical_json(&detail);
         let hash = audit::entry_hash(&prev, seq, at, actor, action, subject, &detail);
-        sqlx::query(
+        sqlx::query(self.sql(
             "INSERT INTO audit_log (seq, at, actor, action, subject, detail, prev_hash, hash) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        )
+        ))
         .bind(seq)
         .bind(at)
         .bind(actor)
@@ -98,8 +98,9 @@ impl Store {
         subject: &str,
         detail: serde_json::Value,
     ) -> StoreResult<()> {
-        let mut tx = self.begin_immediate().await?;
-        Self::audit_append(&mut tx, actor, action, subject, detail).await?;
+        let mut tx = self.begin_write().await?;
+        self.audit_append(&mut tx, actor, action, subject, detail)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -107,10 +108,10 @@ impl Store {
     pub async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>> {
         /// seq, at, actor, action, subject, detail, prev_hash, hash
         type AuditRow = (i64, i64, String, String, String, String, String, String);
-        let rows: Vec<AuditRow> = sqlx::query_as(
+        let rows: Vec<AuditRow> = sqlx::query_as(self.sql(
             "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
                  FROM audit_log ORDER BY seq",
-        )
+        ))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -132,14 +133,19 @@ impl Store {
 
     // ---- counters --------------------------------------------------------
 
-    pub(super) async fn counter_add<'e, E>(executor: E, name: &str, by: i64) -> StoreResult<()>
+    pub(super) async fn counter_add<'e, E>(
+        &self,
+        executor: E,
+        name: &str,
+        by: i64,
+    ) -> StoreResult<()>
     where
-        E: sqlx::Executor<'e, Database = Sqlite>,
+        E: sqlx::Executor<'e, Database = Any>,
     {
-        sqlx::query(
+        sqlx::query(self.sql(
             "INSERT INTO counters (name, value) VALUES (?, ?) \
-             ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
-        )
+             ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+        ))
         .bind(name)
         .bind(by)
         .execute(executor)
@@ -149,12 +155,12 @@ impl Store {
 
     /// Add one to a counter.
     pub async fn counter_bump(&self, name: &str) -> StoreResult<()> {
-        Self::counter_add(&self.pool, name, 1).await
+        self.counter_add(&self.pool, name, 1).await
     }
 
     pub async fn counter(&self, name: &str) -> StoreResult<i64> {
         Ok(
-            sqlx::query_scalar("SELECT value FROM counters WHERE name = ?")
+            sqlx::query_scalar(self.sql("SELECT value FROM counters WHERE name = ?"))
                 .bind(name)
                 .fetch_optional(&self.pool)
                 .await?
@@ -164,7 +170,7 @@ impl Store {
 
     pub async fn counters(&self) -> StoreResult<Vec<(String, i64)>> {
         Ok(
-            sqlx::query_as("SELECT name, value FROM counters ORDER BY name")
+            sqlx::query_as(self.sql("SELECT name, value FROM counters ORDER BY name"))
                 .fetch_all(&self.pool)
                 .await?,
         )
@@ -173,28 +179,28 @@ impl Store {
     // ---- resource groups -------------------------------------------------
 
     pub async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
              FROM resource_groups WHERE name = ?",
-        )
+        ))
         .bind(name)
         .fetch_optional(&self.pool)
         .await?)
     }
 
     pub async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
              FROM resource_groups ORDER BY name",
-        )
+        ))
         .fetch_all(&self.pool)
         .await?)
     }
 
     /// Create or replace a group's limits, audited.
     pub async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()> {
-        let mut tx = self.begin_immediate().await?;
-        sqlx::query(concat!(
+        let mut tx = self.begin_write().await?;
+        sqlx::query(self.sql(concat!(
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
              max_concurrency, grants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ",
             now_ms!(),
@@ -204,7 +210,7 @@ impl Store {
              memory_bytes = excluded.memory_bytes, deadline_ms = excluded.deadline_ms, \
              max_concurrency = excluded.max_concurrency, grants = excluded.grants, \
              updated_at = excluded.updated_at"
-        ))
+        )))
         .bind(&group.name)
         .bind(group.fuel_per_attempt)
         .bind(group.memory_bytes)
@@ -213,7 +219,7 @@ impl Store {
         .bind(&group.grants)
         .execute(&mut *tx)
         .await?;
-        Self::audit_append(
+        self.audit_append(
             &mut tx,
             actor,
             "group.put",
@@ -228,16 +234,16 @@ impl Store {
     // ---- components ------------------------------------------------------
 
     pub async fn component_get(&self, digest: &str) -> StoreResult<Option<ComponentRecord>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components WHERE digest = ?",
-        )
+        ))
         .bind(digest)
         .fetch_optional(&self.pool)
         .await?)
     }
 
     pub async fn component_bytes(&self, digest: &str) -> StoreResult<Vec<u8>> {
-        sqlx::query_scalar("SELECT bytes FROM components WHERE digest = ?")
+        sqlx::query_scalar(self.sql("SELECT bytes FROM components WHERE digest = ?"))
             .bind(digest)
             .fetch_optional(&self.pool)
             .await?
@@ -245,9 +251,9 @@ impl Store {
     }
 
     pub async fn components_list(&self) -> StoreResult<Vec<ComponentRecord>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components ORDER BY pushed_at",
-        )
+        ))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -261,13 +267,13 @@ impl Store {
         manifest_json: &str,
         actor: &str,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin_immediate().await?;
-        let inserted = sqlx::query(concat!(
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at) \
              VALUES (?, ?, ?, ?, ?, ",
             now_ms!(),
             ") ON CONFLICT (digest) DO NOTHING"
-        ))
+        )))
         .bind(digest)
         .bind(bytes.len() as i64)
         .bind(bytes)
@@ -280,7 +286,7 @@ impl Store {
         if inserted {
             let manifest: serde_json::Value =
                 serde_json::from_str(manifest_json).unwrap_or_default();
-            Self::audit_append(
+            self.audit_append(
                 &mut tx,
                 actor,
                 "component.push",
@@ -289,7 +295,8 @@ impl Store {
             )
             .await?;
         } else {
-            Self::counter_add(&mut *tx, "component_idempotent_hits", 1).await?;
+            self.counter_add(&mut *tx, "component_idempotent_hits", 1)
+                .await?;
         }
         tx.commit().await?;
         Ok(inserted)
@@ -307,13 +314,14 @@ impl Store {
         actor: &str,
     ) -> StoreResult<ApplyOutcome> {
         let digest = spec.digest();
-        let mut tx = self.begin_immediate().await?;
-        let owner: Option<String> = sqlx::query_scalar("SELECT tenant FROM jobs WHERE job_id = ?")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let mut tx = self.begin_write().await?;
+        let owner: Option<String> =
+            sqlx::query_scalar(self.sql("SELECT tenant FROM jobs WHERE job_id = ?"))
+                .bind(job_id)
+                .fetch_optional(&mut *tx)
+                .await?;
         if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
-            Self::audit_append(
+            self.audit_append(
                 &mut tx,
                 actor,
                 "plan.rejected",
@@ -328,7 +336,7 @@ impl Store {
             )));
         }
         let versions: Vec<(i64, String)> =
-            sqlx::query_as("SELECT version, digest FROM plan_versions WHERE job_id = ?")
+            sqlx::query_as(self.sql("SELECT version, digest FROM plan_versions WHERE job_id = ?"))
                 .bind(job_id)
                 .fetch_all(&mut *tx)
                 .await?;
@@ -336,11 +344,12 @@ impl Store {
             versions.into_iter().map(|(v, d)| (v as u32, d)).collect();
         let outcome = match manifest::decide_apply(&versions, requested_version, &digest) {
             ApplyDecision::Existing { version } => {
-                Self::counter_add(&mut *tx, "plan_idempotent_hits", 1).await?;
+                self.counter_add(&mut *tx, "plan_idempotent_hits", 1)
+                    .await?;
                 ApplyOutcome::Unchanged { version, digest }
             }
             ApplyDecision::Create { version } => {
-                sqlx::query(concat!(
+                sqlx::query(self.sql(concat!(
                     "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) \
                      VALUES (?, ?, ?, ",
                     now_ms!(),
@@ -348,18 +357,18 @@ impl Store {
                     now_ms!(),
                     ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
                      updated_at = excluded.updated_at"
-                ))
+                )))
                 .bind(job_id)
                 .bind(&spec.tenant)
                 .bind(version as i64)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query(concat!(
+                sqlx::query(self.sql(concat!(
                     "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
                      resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
                     now_ms!(),
                     ")"
-                ))
+                )))
                 .bind(job_id)
                 .bind(version as i64)
                 .bind(&digest)
@@ -369,8 +378,9 @@ impl Store {
                 .bind(actor)
                 .execute(&mut *tx)
                 .await?;
-                Self::job_schedule_sync(&mut tx, job_id, version, spec).await?;
-                Self::audit_append(
+                self.job_schedule_sync(&mut tx, job_id, version, spec)
+                    .await?;
+                self.audit_append(
                     &mut tx,
                     actor,
                     "plan.created",
@@ -384,7 +394,7 @@ impl Store {
                 version,
                 stored_digest,
             } => {
-                Self::audit_append(
+                self.audit_append(
                     &mut tx,
                     actor,
                     "plan.rejected",
@@ -402,7 +412,7 @@ impl Store {
                 )));
             }
             ApplyDecision::NotNext { requested, latest } => {
-                Self::audit_append(
+                self.audit_append(
                     &mut tx,
                     actor,
                     "plan.rejected",
@@ -422,7 +432,9 @@ impl Store {
 
     pub async fn job_get(&self, job_id: &str) -> StoreResult<Option<JobRecord>> {
         Ok(sqlx::query_as(
-            "SELECT job_id, tenant, latest_version, created_at FROM jobs WHERE job_id = ?",
+            self.sql(
+                "SELECT job_id, tenant, latest_version, created_at FROM jobs WHERE job_id = ?",
+            ),
         )
         .bind(job_id)
         .fetch_optional(&self.pool)
@@ -431,17 +443,17 @@ impl Store {
 
     pub async fn jobs_list(&self) -> StoreResult<Vec<JobRecord>> {
         Ok(sqlx::query_as(
-            "SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id",
+            self.sql("SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id"),
         )
         .fetch_all(&self.pool)
         .await?)
     }
 
     pub async fn plan_get(&self, job_id: &str, version: i64) -> StoreResult<PlanVersionRecord> {
-        sqlx::query_as(
+        sqlx::query_as(self.sql(
             "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
              FROM plan_versions WHERE job_id = ? AND version = ?",
-        )
+        ))
         .bind(job_id)
         .bind(version)
         .fetch_optional(&self.pool)
@@ -450,10 +462,10 @@ impl Store {
     }
 
     pub async fn plan_versions(&self, job_id: &str) -> StoreResult<Vec<PlanVersionRecord>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(self.sql(
             "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
              FROM plan_versions WHERE job_id = ? ORDER BY version",
-        )
+        ))
         .bind(job_id)
         .fetch_all(&self.pool)
         .await?)
@@ -485,7 +497,7 @@ impl Store {
             version as u32,
             new.partition_key.as_deref(),
         );
-        let inserted = sqlx::query(concat!(
+        let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
              scheduled_at, partition_key, params, state, priority, next_run_at, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ",
@@ -493,7 +505,7 @@ impl Store {
             ", ",
             now_ms!(),
             ") ON CONFLICT (plan_key) DO NOTHING"
-        ))
+        )))
         .bind(&plan_key)
         .bind(&new.job_id)
         .bind(version)
@@ -514,11 +526,11 @@ impl Store {
     }
 
     pub async fn trigger_by_key(&self, plan_key: &str) -> StoreResult<TriggerRecord> {
-        sqlx::query_as(concat!(
+        sqlx::query_as(self.sql(concat!(
             "SELECT ",
             trigger_columns!(),
             " FROM triggers WHERE plan_key = ?"
-        ))
+        )))
         .bind(plan_key)
         .fetch_optional(&self.pool)
         .await?
@@ -526,11 +538,11 @@ impl Store {
     }
 
     pub async fn trigger_get(&self, id: i64) -> StoreResult<TriggerRecord> {
-        sqlx::query_as(concat!(
+        sqlx::query_as(self.sql(concat!(
             "SELECT ",
             trigger_columns!(),
             " FROM triggers WHERE id = ?"
-        ))
+        )))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?
@@ -539,22 +551,22 @@ impl Store {
 
     /// The newest triggers first.
     pub async fn triggers_list(&self, limit: i64) -> StoreResult<Vec<TriggerRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             trigger_columns!(),
             " FROM triggers ORDER BY id DESC LIMIT ?"
-        ))
+        )))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
     }
 
     pub async fn attempts_for(&self, trigger_id: i64) -> StoreResult<Vec<AttemptRecord>> {
-        Ok(sqlx::query_as(concat!(
+        Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             attempt_columns!(),
             " FROM attempts WHERE trigger_id = ? ORDER BY id"
-        ))
+        )))
         .bind(trigger_id)
         .fetch_all(&self.pool)
         .await?)
@@ -562,11 +574,12 @@ impl Store {
 
     /// Triggers by state; the states sum to the total.
     pub async fn trigger_counts(&self) -> StoreResult<TriggerCounts> {
-        let by_state: Vec<(String, i64)> =
-            sqlx::query_as("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state")
-                .fetch_all(&self.pool)
-                .await?;
-        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM triggers")
+        let by_state: Vec<(String, i64)> = sqlx::query_as(
+            self.sql("SELECT state, count(*) FROM triggers GROUP BY state ORDER BY state"),
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let total: i64 = sqlx::query_scalar(self.sql("SELECT count(*) FROM triggers"))
             .fetch_one(&self.pool)
             .await?;
         Ok(TriggerCounts { total, by_state })
@@ -604,34 +617,41 @@ impl Store {
         retry_slots: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
-        let mut tx = self.begin_immediate().await?;
-        let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(concat!(
+        let mut tx = self.begin_write().await?;
+        let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(self.sql(concat!(
             "WITH clock (now) AS (SELECT coalesce(?1, ",
             now_ms!(),
             ")), \
-             retries AS (SELECT id FROM triggers, clock \
-                 WHERE state = 'retry_wait' AND next_run_at <= clock.now \
-                 ORDER BY priority, next_run_at, id LIMIT ?4), \
-             fresh AS (SELECT id FROM triggers, clock \
-                 WHERE (state = 'pending' AND next_run_at <= clock.now) \
-                    OR (state = 'running' AND lease_until < clock.now) \
-                 ORDER BY priority, next_run_at, id LIMIT ?4), \
-             share (r) AS (SELECT min(?5, (SELECT count(*) FROM retries))), \
+             retries AS (SELECT id FROM triggers \
+                 WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
+                 ORDER BY priority, next_run_at, id LIMIT ?4",
+            skip_locked!(),
+            "), \
+             fresh AS (SELECT id FROM triggers \
+                 WHERE (state = 'pending' AND next_run_at <= (SELECT now FROM clock)) \
+                    OR (state = 'running' AND lease_until < (SELECT now FROM clock)) \
+                 ORDER BY priority, next_run_at, id LIMIT ?4",
+            skip_locked!(),
+            "), \
+             counts (retries, fresh) AS (SELECT (SELECT count(*) FROM retries), \
+                 (SELECT count(*) FROM fresh)), \
+             share (r) AS (SELECT CASE WHEN ?5 < retries THEN ?5 ELSE retries END FROM counts), \
+             spare (n) AS (SELECT CASE WHEN ?4 - r - fresh > 0 THEN ?4 - r - fresh ELSE 0 END \
+                 FROM share, counts), \
              picked AS ( \
-                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT r FROM share)) \
+                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT r FROM share)) AS a \
                  UNION ALL \
-                 SELECT id FROM (SELECT id FROM fresh LIMIT ?4 - (SELECT r FROM share)) \
+                 SELECT id FROM (SELECT id FROM fresh LIMIT ?4 - (SELECT r FROM share)) AS b \
                  UNION ALL \
-                 SELECT id FROM (SELECT id FROM retries LIMIT \
-                     max(0, ?4 - (SELECT r FROM share) - (SELECT count(*) FROM fresh)) \
-                     OFFSET (SELECT r FROM share))) \
+                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT n FROM spare) \
+                     OFFSET (SELECT r FROM share)) AS c) \
              UPDATE triggers SET state = 'running', lease_owner = ?2, \
                  lease_until = (SELECT now FROM clock) + ?3, \
                  fencing_token = fencing_token + 1, attempts = attempts + 1, \
                  updated_at = (SELECT now FROM clock) \
              WHERE id IN (SELECT id FROM picked) \
              RETURNING id, fencing_token, attempts, lease_until, updated_at"
-        ))
+        )))
         .bind(now)
         .bind(owner)
         .bind(lease_ms)
@@ -641,17 +661,17 @@ impl Store {
         .await?;
         let mut claims = Vec::with_capacity(claimed.len());
         for (trigger_id, token, attempt_no, lease_until, now) in claimed {
-            sqlx::query(
+            sqlx::query(self.sql(
                 "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
                      error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
                  WHERE trigger_id = ? AND ended_at IS NULL AND fencing_token < ?",
-            )
+            ))
             .bind(now)
             .bind(trigger_id)
             .bind(token)
             .execute(&mut *tx)
             .await?;
-            let claim: Claim = sqlx::query_as(
+            let claim: Claim = sqlx::query_as(self.sql(
                 "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, lease_until) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                  RETURNING trigger_id, id AS attempt_id, attempt_no, fencing_token, lease_until, \
@@ -666,7 +686,7 @@ impl Store {
                      started_at, \
                      coalesce((SELECT min(a.started_at) FROM attempts a WHERE a.trigger_id = ?1), ?5) \
                          AS first_started_at",
-            )
+            ))
             .bind(trigger_id)
             .bind(attempt_no)
             .bind(owner)
@@ -684,7 +704,7 @@ impl Store {
     /// Count a stale write and build its error.
     pub(super) async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
         let found: Option<i64> =
-            match sqlx::query_scalar("SELECT fencing_token FROM triggers WHERE id = ?")
+            match sqlx::query_scalar(self.sql("SELECT fencing_token FROM triggers WHERE id = ?"))
                 .bind(lease.trigger_id)
                 .fetch_optional(&self.pool)
                 .await
@@ -692,7 +712,10 @@ impl Store {
                 Ok(found) => found,
                 Err(e) => return e.into(),
             };
-        if let Err(e) = Self::counter_add(&self.pool, "stale_token_rejections", 1).await {
+        if let Err(e) = self
+            .counter_add(&self.pool, "stale_token_rejections", 1)
+            .await
+        {
             return e;
         }
         tracing::warn!(
@@ -718,14 +741,14 @@ impl Store {
         progress_seq: i64,
     ) -> StoreResult<(i64, bool)> {
         let mut tx = self.pool.begin().await?;
-        let renewed: Option<(i64, bool)> = sqlx::query_as(concat!(
+        let renewed: Option<(i64, i64)> = sqlx::query_as(self.sql(concat!(
             "UPDATE triggers SET lease_until = ",
             now_ms!(),
             " + ?, updated_at = ",
             now_ms!(),
             " WHERE id = ? AND fencing_token = ? AND lease_owner = ? AND state = 'running' \
              RETURNING lease_until, cancel_requested"
-        ))
+        )))
         .bind(lease_ms)
         .bind(lease.trigger_id)
         .bind(lease.fencing_token)
@@ -736,24 +759,24 @@ impl Store {
             tx.rollback().await?;
             return Err(self.lease_lost(lease, "heartbeat").await);
         };
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "UPDATE attempts SET heartbeat_at = ",
             now_ms!(),
             ", lease_until = ?, progress_seq = ? WHERE id = ?"
-        ))
+        )))
         .bind(until)
         .bind(progress_seq)
         .bind(lease.attempt_id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok((until, cancel))
+        Ok((until, cancel != 0))
     }
 
     /// The last checkpoint saved for a trigger, by any attempt.
     pub async fn checkpoint_load(&self, trigger_id: i64) -> StoreResult<Option<(i64, Vec<u8>)>> {
         Ok(
-            sqlx::query_as("SELECT seq, data FROM checkpoints WHERE trigger_id = ?")
+            sqlx::query_as(self.sql("SELECT seq, data FROM checkpoints WHERE trigger_id = ?"))
                 .bind(trigger_id)
                 .fetch_optional(&self.pool)
                 .await?,
@@ -763,7 +786,7 @@ impl Store {
     /// Save a checkpoint, fenced: written only if the lease's token is still
     /// the trigger's and it is running. Returns the new sequence number.
     pub async fn checkpoint_save(&self, lease: &LeaseRef, data: &[u8]) -> StoreResult<i64> {
-        let seq: Option<i64> = sqlx::query_scalar(concat!(
+        let seq: Option<i64> = sqlx::query_scalar(self.sql(concat!(
             "INSERT INTO checkpoints (trigger_id, seq, data, fencing_token, saved_at) \
              SELECT t.id, coalesce((SELECT c.seq FROM checkpoints c WHERE c.trigger_id = t.id), 0) + 1, \
                  ?3, t.fencing_token, ",
@@ -772,7 +795,7 @@ impl Store {
              ON CONFLICT (trigger_id) DO UPDATE SET seq = excluded.seq, data = excluded.data, \
                  fencing_token = excluded.fencing_token, saved_at = excluded.saved_at \
              RETURNING seq"
-        ))
+        )))
         .bind(lease.trigger_id)
         .bind(lease.fencing_token)
         .bind(data)
@@ -793,13 +816,13 @@ impl Store {
         end: &AttemptEnd,
         why: &str,
     ) -> StoreResult<()> {
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "UPDATE attempts SET outcome = 'lease_lost', ended_at = ",
             now_ms!(),
             ", error_class = 'lease_lost', error_message = ?, \
              fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
              WHERE id = ? AND fencing_token = ? AND outcome IS NULL"
-        ))
+        )))
         .bind(why)
         .bind(end.fuel_used)
         .bind(end.peak_memory_bytes)
@@ -821,7 +844,7 @@ impl Store {
             end.trigger_state,
             "succeeded" | "failed" | "cancelled" | "skipped"
         );
-        let updated = sqlx::query(concat!(
+        let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
                  next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",
             now_ms!(),
@@ -832,7 +855,7 @@ impl Store {
             " ELSE NULL END, updated_at = ",
             now_ms!(),
             " WHERE id = ?7 AND fencing_token = ?8 AND state = 'running'"
-        ))
+        )))
         .bind(end.trigger_state)
         .bind(&end.result)
         .bind(&end.error_class)
@@ -850,12 +873,12 @@ impl Store {
                 .await?;
             return Err(self.lease_lost(lease, "result commit").await);
         }
-        sqlx::query(concat!(
+        sqlx::query(self.sql(concat!(
             "UPDATE attempts SET outcome = ?, ended_at = ",
             now_ms!(),
             ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
              wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
-        ))
+        )))
         .bind(end.attempt_outcome)
         .bind(&end.error_class)
         .bind(&end.error_message)
