@@ -14,6 +14,7 @@ mod effects_storm;
 mod guests;
 mod leases;
 mod ledger;
+mod procs;
 mod registration;
 mod scheduler;
 

@@ -12,8 +12,6 @@ use super::*;
 use crate::registry::manifest;
 use sha2::{Digest, Sha256};
 
-/// The database clock, in ms since the Unix epoch (same as `sqlite.rs`).
-
 macro_rules! effect_columns {
     () => {
         "id, idempotency_key, trigger_id, attempt_id, connector, action, params_digest, \
