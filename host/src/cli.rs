@@ -480,6 +480,12 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
     let _recovery = runner
         .effects()
         .spawn_recovery(Duration::from_secs(30), 1000);
+    // Other processes announce new work (PostgreSQL LISTEN/NOTIFY); polling
+    // stays the fallback.
+    let _wakes = host.store.listen_wakes({
+        let runner = runner.clone();
+        Arc::new(move || runner.wake())
+    });
     // One signal stops both loops: the scanner releases its shards, the
     // runner stops claiming and lets attempts in flight finish.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -27,9 +27,11 @@ mod effect_queries;
 mod model;
 mod queries;
 mod schedule_queries;
+mod wake;
 
 pub use dialect::Dialect;
 pub use model::*;
+pub use wake::{WAKE_CHANNEL, WakeListener};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Executor, Transaction};
@@ -82,6 +84,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
+    /// Kept for connections outside the pool (the wake listener).
+    url: std::sync::Arc<str>,
 }
 
 impl Store {
@@ -144,7 +148,11 @@ impl Store {
             Dialect::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrations.run(&pool).await?;
-        Ok(Self { pool, dialect })
+        Ok(Self {
+            pool,
+            dialect,
+            url: url.into(),
+        })
     }
 
     /// The pool, for tests and benchmarks that read tables directly. Run

@@ -17,6 +17,7 @@ mod ledger;
 mod procs;
 mod registration;
 mod scheduler;
+mod wake;
 
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::registry::Registry;

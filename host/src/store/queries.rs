@@ -521,6 +521,9 @@ impl Store {
         .await?
         .rows_affected()
             == 1;
+        if inserted {
+            self.announce_due(&self.pool, scheduled_at).await?;
+        }
         let record = self.trigger_by_key(&plan_key).await?;
         Ok((record, inserted))
     }

@@ -271,6 +271,14 @@ impl Store {
             }
             insert.execute(&mut *tx).await?;
         }
+        let first_due = triggers
+            .iter()
+            .filter(|t| t.state == "pending")
+            .map(|t| t.scheduled_at)
+            .min();
+        if let (Some(due_at), true) = (first_due, created > 0) {
+            self.announce_due(&mut *tx, due_at).await?;
+        }
         tx.commit().await?;
         Ok((created, triggers.len() as i64 - created))
     }
