@@ -1,4 +1,4 @@
-//! The SQLite side of the side-effect plane: connectors, effect intents and
+//! The store side of the side-effect plane: connectors, effect intents and
 //! outcomes, the recovery scanner's reads and compare-and-set writes, and
 //! exception tickets.
 //!

@@ -284,7 +284,7 @@ impl From<Flag> for bool {
     }
 }
 
-/// An admin-configured connector (see `migrations/sqlite/0003_effects.sql`).
+/// An admin-configured connector (see `migrations/*/0003_effects.sql`).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct ConnectorRecord {
     pub name: String,

@@ -1,8 +1,9 @@
-//! The SQLite implementation of every store operation. Each query is written
-//! natively for SQLite; `now_ms!()` is the database clock. Writes that must
-//! be serialised (claims, registrations, audit appends) run under
-//! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front so two
-//! writers never both read-then-write the same rows.
+//! Triggers, attempts, checkpoints, registrations, counters and the audit
+//! log. Queries are written once, in SQLite's spelling, and run on either
+//! database through [`Store::sql`] (see [`super::dialect`]); `now_ms!()` is
+//! the database clock. Writes that read what they then change (claims,
+//! registrations, audit appends) open with [`Store::begin_write`]: SQLite's
+//! write lock up front, or on PostgreSQL row locks where the rows are read.
 
 use super::dialect::{now_ms, skip_locked};
 use super::*;

@@ -1,4 +1,4 @@
-//! SQLite queries of trigger control: shard leases and watermarks, job
+//! Queries of trigger control: shard leases and watermarks, job
 //! schedules, batched scheduled-trigger inserts, skipped fire times, manual
 //! approval, and cancel requests.
 
