@@ -85,6 +85,7 @@ async fn bench(runs: usize) {
                 rate_per_sec: 0.0,
                 compares_tokens: true,
                 queryable: true,
+                idempotent: true,
                 breaker_failure_rate: 0.5,
                 breaker_min_calls: 10,
                 breaker_window_ms: 10_000,

@@ -637,3 +637,62 @@ async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_att
     assert_eq!(ledger.stat("requests_received").await, 1, "nothing resent");
     ledger.stop().await;
 }
+
+/// A downstream that does not honour idempotency keys may have half-applied
+/// any "failed" send, so a spent send budget is a person's decision: an
+/// exception ticket with the effect and the attempts. An idempotent
+/// downstream's failure under the same load is just a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_silent_failure() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    let mut blind = connector("blind", &ledger, Duration::from_secs(5), true);
+    blind.idempotent = false;
+    put(&host.store, blind).await;
+    put(
+        &host.store,
+        connector("keyed", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    ledger
+        .fault(json!({"error_rate": 1.0, "error_status": 503, "seed": 1}))
+        .await;
+    host.job(
+        "pay",
+        "effector",
+        &job_toml(&["blind", "keyed"], 2, "10ms", false),
+    )
+    .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+
+    let keyed = host
+        .trigger("pay", effect("keyed", "RES-1", "charge", "k/keyed", 5))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    let keyed = host.store.trigger_get(keyed.id).await.unwrap();
+    assert_eq!(keyed.state, "failed", "{:?}", keyed.error_message);
+    assert!(host.store.exceptions_list(None).await.unwrap().is_empty());
+
+    let blind = host
+        .trigger("pay", effect("blind", "RES-2", "charge", "k/blind", 5))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    let blind = host.store.trigger_get(blind.id).await.unwrap();
+    assert_eq!(blind.state, "failed");
+    let message = blind.error_message.unwrap_or_default();
+    assert!(
+        message.contains("does not honour idempotency keys"),
+        "{message}"
+    );
+    let tickets = host.store.exceptions_list(None).await.unwrap();
+    assert_eq!(tickets.len(), 1, "{tickets:?}");
+    let ticket = &tickets[0];
+    assert_eq!(ticket.kind, "budget_exhausted");
+    assert_eq!(ticket.effect_key.as_deref(), Some("k/blind"));
+    let evidence: Value = serde_json::from_str(&ticket.evidence).unwrap();
+    assert_eq!(evidence["effect"]["idempotency_key"], "k/blind");
+    assert!(evidence["effect"]["sends"].as_i64().unwrap() >= 2);
+    assert!(!evidence["attempts"].as_array().unwrap().is_empty());
+    assert!(ticket.allowed_actions.contains("resend"));
+    ledger.stop().await;
+}

@@ -169,6 +169,7 @@ pub fn connector(
         rate_per_sec: 0.0,
         compares_tokens: true,
         queryable,
+        idempotent: true,
         breaker_failure_rate: 0.5,
         breaker_min_calls: 1_000_000, // off unless a test turns it on
         breaker_window_ms: 10_000,

@@ -37,6 +37,10 @@ pub enum ConnectorCmd {
         /// The downstream answers GET {base}/operations/{key} (200 / 404).
         #[arg(long)]
         queryable: bool,
+        /// The downstream does NOT honour Idempotency-Key: an effect whose
+        /// send budget is spent then becomes an exception ticket.
+        #[arg(long)]
+        not_idempotent: bool,
         /// Failure rate (transient + unknown) that opens the breaker.
         #[arg(long, default_value_t = 0.5)]
         breaker_failure_rate: f64,
@@ -100,6 +104,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
             rate,
             compares_tokens,
             queryable,
+            not_idempotent,
             breaker_failure_rate,
             breaker_min_calls,
             breaker_window,
@@ -120,6 +125,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
                 rate_per_sec: rate,
                 compares_tokens,
                 queryable,
+                idempotent: !not_idempotent,
                 breaker_failure_rate,
                 breaker_min_calls,
                 breaker_window_ms: duration_arg(&breaker_window)?.as_millis() as i64,
@@ -130,7 +136,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
         }
         ConnectorCmd::List => {
             println!(
-                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9}  breaker",
+                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9} {:>10}  breaker",
                 "connector",
                 "kind",
                 "base_url",
@@ -138,11 +144,12 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
                 "permits",
                 "rate",
                 "tokens",
-                "queryable"
+                "queryable",
+                "idempotent"
             );
             for c in host.store.connectors_list().await? {
                 println!(
-                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9}  {}% of >={} in {}ms, open {}ms",
+                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9} {:>10}  {}% of >={} in {}ms, open {}ms",
                     c.name,
                     c.kind,
                     c.base_url,
@@ -151,6 +158,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
                     c.rate_per_sec,
                     c.compares_tokens,
                     c.queryable,
+                    c.idempotent,
                     (c.breaker_failure_rate * 100.0) as i64,
                     c.breaker_min_calls,
                     c.breaker_window_ms,

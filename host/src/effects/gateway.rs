@@ -276,6 +276,44 @@ impl EffectGateway {
         }
     }
 
+    /// The effect's send budget is spent. For an idempotent downstream the
+    /// downstream's "nothing was committed" can be trusted and the failure
+    /// is the job's to handle. A downstream that does not honour idempotency
+    /// keys may have half-applied any of those sends, so a person decides:
+    /// an exception ticket carries the effect and every attempt.
+    async fn budget_exhausted(
+        &self,
+        caller: &Caller<'_>,
+        live: &Live,
+        key: &str,
+        why: String,
+    ) -> EffectError {
+        self.count("effect_budget_exhausted").await;
+        if live.record.idempotent {
+            return EffectError::BudgetExhausted(why);
+        }
+        let record = self.store.effect_get(key).await.ok().flatten();
+        let ticket = self
+            .ticket(
+                "budget_exhausted",
+                key.to_string(),
+                caller.lease.trigger_id,
+                record.as_ref(),
+                serde_json::json!({
+                    "why": why,
+                    "connector": live.record.name,
+                    "idempotent": false,
+                }),
+            )
+            .await;
+        EffectError::BudgetExhausted(format!(
+            "{why}; connector '{}' does not honour idempotency keys, so a person decides: \
+             exception ticket {}",
+            live.record.name,
+            ticket.map_or("not written".into(), |t| t.to_string())
+        ))
+    }
+
     /// The recorded outcome of a settled effect, as the guest sees it again.
     fn replay(record: &EffectRecord) -> Outcome {
         match record.state.as_str() {
@@ -506,10 +544,10 @@ impl EffectGateway {
                 return Err(EffectError::LeaseLost.into());
             }
             if sends >= budget {
-                return Err(EffectError::BudgetExhausted(format!(
+                let why = format!(
                     "'{key}' was sent {sends} times (budget {budget}); nothing was committed"
-                ))
-                .into());
+                );
+                return Err(self.budget_exhausted(caller, live, key, why).await.into());
             }
             let admit = live.breaker.lock().unwrap().admit(self.now_ms());
             let probe = match admit {
@@ -679,10 +717,11 @@ impl EffectGateway {
                         .await
                         .map_err(|e| self.store_error(caller, e))?;
                     if sends >= budget {
-                        return Err(EffectError::BudgetExhausted(format!(
-                            "'{key}' failed {sends} times (budget {budget}), last: {why}; nothing was committed"
-                        ))
-                        .into());
+                        let why = format!(
+                            "'{key}' failed {sends} times (budget {budget}), last: {why}; \
+                             nothing was committed"
+                        );
+                        return Err(self.budget_exhausted(caller, live, key, why).await.into());
                     }
                     let wait = backoff_ms(caller.retry, sends as u32, rand::random::<f64>())
                         .min(self.config.max_inline_backoff.as_millis() as u64);

@@ -23,7 +23,7 @@ macro_rules! effect_columns {
 macro_rules! connector_columns {
     () => {
         "name, kind, base_url, timeout_ms, permits, rate_per_sec, compares_tokens, queryable, \
-         breaker_failure_rate, breaker_min_calls, breaker_window_ms, breaker_open_ms"
+         idempotent, breaker_failure_rate, breaker_min_calls, breaker_window_ms, breaker_open_ms"
     };
 }
 
@@ -53,14 +53,15 @@ impl Store {
         sqlx::query(self.sql(concat!(
             "INSERT INTO connectors (",
             connector_columns!(),
-            ", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+            ", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
             ") ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, base_url = excluded.base_url, \
              timeout_ms = excluded.timeout_ms, permits = excluded.permits, \
              rate_per_sec = excluded.rate_per_sec, compares_tokens = excluded.compares_tokens, \
-             queryable = excluded.queryable, breaker_failure_rate = excluded.breaker_failure_rate, \
+             queryable = excluded.queryable, idempotent = excluded.idempotent, \
+             breaker_failure_rate = excluded.breaker_failure_rate, \
              breaker_min_calls = excluded.breaker_min_calls, \
              breaker_window_ms = excluded.breaker_window_ms, \
              breaker_open_ms = excluded.breaker_open_ms, updated_at = excluded.updated_at"
@@ -73,6 +74,7 @@ impl Store {
         .bind(c.rate_per_sec)
         .bind(c.compares_tokens as i64)
         .bind(c.queryable as i64)
+        .bind(c.idempotent as i64)
         .bind(c.breaker_failure_rate)
         .bind(c.breaker_min_calls)
         .bind(c.breaker_window_ms)

@@ -302,6 +302,12 @@ pub struct ConnectorRecord {
     /// The downstream answers `GET {base_url}/operations/{key}`.
     #[sqlx(try_from = "Flag")]
     pub queryable: bool,
+    /// The downstream honours `Idempotency-Key` (a resend under the same key
+    /// is applied at most once). When it does not, an effect whose send
+    /// budget is spent becomes an exception ticket instead of a plain
+    /// failure, because any of its sends may have half-happened.
+    #[sqlx(try_from = "Flag")]
+    pub idempotent: bool,
     pub breaker_failure_rate: f64,
     pub breaker_min_calls: i64,
     pub breaker_window_ms: i64,
