@@ -439,7 +439,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
-        Command::Effects(cmd) => exceptions::effects(&host, cmd).await?,
+        Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
         Command::Demo(_) | Command::Schedule(_) => unreachable!("handled above"),
     }

@@ -696,3 +696,87 @@ async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_sil
     assert!(ticket.allowed_actions.contains("resend"));
     ledger.stop().await;
 }
+
+/// `paddock effects compensate` through the real binary: an operator's
+/// compensation is checked like a guest's, needs a person and a reason, is
+/// audited, and runs as an ordinary trigger with its own key and budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_it() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+    let original = "order-5/reserve/v1";
+    host.trigger("pay", effect("ledger", "RES-OP", "reserve", original, 40))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(ledger.resource("RES-OP").await["balance"], 60);
+    let before = host.store.effect_get(original).await.unwrap().unwrap();
+
+    let paddock = |actor: &str, original: &str, key: &str, reason: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+            .args(["--database-url", &host.url, "--actor", actor])
+            .args(["effects", "compensate", original, "--job", "pay"])
+            .args(["--key", key, "--action", "RES-OP/release"])
+            .args(["--payload", &json!({"amount": 40}).to_string()])
+            .args(["--reason", reason])
+            .output()
+            .unwrap()
+    };
+    let triggers_before = host.count("triggers").await;
+    // No person: refused, nothing written.
+    let out = paddock("cli", original, "order-5/undo", "refund");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--actor"));
+    // Nothing recorded under that key: refused by name.
+    let out = paddock("alice", "order-404/reserve", "order-404/undo", "refund");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing is recorded"));
+    assert_eq!(host.count("triggers").await, triggers_before);
+
+    let out = paddock("alice", original, "order-5/undo", "customer cancelled");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(ledger.resource("RES-OP").await["balance"], 100);
+    let undo = host
+        .store
+        .effect_get("order-5/undo")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (undo.state.as_str(), undo.compensates.as_deref()),
+        ("succeeded", Some(original))
+    );
+    assert_eq!(
+        host.store.effect_get(original).await.unwrap().unwrap(),
+        before,
+        "the original is never rewritten"
+    );
+    let audit = host.store.audit_list().await.unwrap();
+    let entry = audit
+        .iter()
+        .find(|e| e.action == "effect.compensate")
+        .expect("audited");
+    assert_eq!(
+        (entry.actor.as_str(), entry.subject.as_str()),
+        ("alice", original)
+    );
+    assert!(entry.detail.contains("customer cancelled"));
+
+    // The compensation itself cannot be compensated.
+    let out = paddock("alice", "order-5/undo", "order-5/undo/undo", "again");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be compensated"));
+    ledger.stop().await;
+}

@@ -4,7 +4,7 @@
 
 use super::{Host, duration_arg};
 use crate::effects::EffectGateway;
-use crate::store::ConnectorRecord;
+use crate::store::{ConnectorRecord, NewTrigger};
 use crate::time::{from_millis, rfc3339};
 use anyhow::bail;
 use clap::Subcommand;
@@ -69,6 +69,30 @@ pub enum EffectsCmd {
     Recover {
         #[arg(long, default_value_t = 1000)]
         limit: i64,
+    },
+    /// Record an operator's compensation of a succeeded effect: a new
+    /// trigger of JOB performs it through the original's connector, with its
+    /// own key, lease, fencing and budget; the original is never rewritten.
+    /// Needs --actor (global) and --reason; audited.
+    Compensate {
+        /// The idempotency key of the effect to compensate.
+        original: String,
+        /// The job that performs it (its component calls effects.invoke with
+        /// `compensates`, like the `effector` guest; it must be granted the
+        /// original's connector).
+        #[arg(long)]
+        job: String,
+        /// The compensation's own idempotency key.
+        #[arg(long)]
+        key: String,
+        /// The downstream action, e.g. RES-1/refund.
+        #[arg(long)]
+        action: String,
+        /// The request body (text).
+        #[arg(long, default_value = "")]
+        payload: String,
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -170,7 +194,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
     Ok(())
 }
 
-pub async fn effects(host: &Host, cmd: EffectsCmd) -> anyhow::Result<()> {
+pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
         EffectsCmd::List { limit } => {
             println!(
@@ -206,8 +230,81 @@ pub async fn effects(host: &Host, cmd: EffectsCmd) -> anyhow::Result<()> {
                 report.undecided
             );
         }
+        EffectsCmd::Compensate {
+            original,
+            job,
+            key,
+            action,
+            payload,
+            reason,
+        } => {
+            let request = CompensateRequest {
+                original: &original,
+                job: &job,
+                key: &key,
+                action: &action,
+                payload: &payload,
+                reason: &reason,
+            };
+            let id = compensate(host, actor, request).await?;
+            println!(
+                "compensation of '{original}' recorded as trigger {id} (key '{key}'); \
+                 a runner (`paddock serve`) performs it"
+            );
+        }
     }
     Ok(())
+}
+
+/// `effects compensate`: checked like a guest's compensation, audited with
+/// the actor and reason, then run as an ordinary trigger.
+async fn compensate(
+    host: &Host,
+    actor: &str,
+    request: CompensateRequest<'_>,
+) -> anyhow::Result<i64> {
+    if actor == "cli" || actor.trim().is_empty() {
+        bail!("an operator's compensation needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
+    }
+    if request.reason.trim().is_empty() {
+        bail!("an operator's compensation needs --reason");
+    }
+    let original = EffectGateway::new(host.store.clone())
+        .check_compensation(request.key, request.original)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot compensate '{}': {e}", request.original))?;
+    let params = serde_json::json!({
+        "connector": original.connector,
+        "action": request.action,
+        "key": request.key,
+        "payload": request.payload,
+        "compensates": request.original,
+    });
+    let (trigger, created) = host
+        .store
+        .trigger_create(&NewTrigger::manual(request.job, params.clone(), None))
+        .await?;
+    host.store
+        .audit_record(
+            actor,
+            "effect.compensate",
+            request.original,
+            serde_json::json!({
+                "reason": request.reason, "job": request.job, "trigger_id": trigger.id,
+                "new_trigger": created, "params": params,
+            }),
+        )
+        .await?;
+    Ok(trigger.id)
+}
+
+struct CompensateRequest<'a> {
+    original: &'a str,
+    job: &'a str,
+    key: &'a str,
+    action: &'a str,
+    payload: &'a str,
+    reason: &'a str,
 }
 
 pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {

@@ -403,7 +403,15 @@ impl EffectGateway {
         }
     }
 
-    async fn check_compensation(&self, key: &str, original: &str) -> Result<(), EffectError> {
+    /// Whether `key` may compensate `original`: the original exists, has
+    /// succeeded, is not itself a compensation (no unbounded chains), and is
+    /// not `key`. Returns the original. Used by `invoke` and by an
+    /// operator's `paddock effects compensate`.
+    pub async fn check_compensation(
+        &self,
+        key: &str,
+        original: &str,
+    ) -> Result<EffectRecord, EffectError> {
         if original == key {
             return Err(EffectError::Invalid(
                 "an effect cannot compensate itself".into(),
@@ -430,7 +438,7 @@ impl EffectGateway {
                 rec.state
             )));
         }
-        Ok(())
+        Ok(rec)
     }
 
     /// An unresolved record found by a new request: query by key. Returns
