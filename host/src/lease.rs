@@ -14,6 +14,7 @@
 //! - heartbeats run as async tasks on the runtime while guests run on
 //!   blocking threads, so a busy guest cannot starve its own heartbeat.
 
+pub mod group_commit;
 pub mod runner;
 pub mod transitions;
 

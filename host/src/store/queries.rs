@@ -843,58 +843,83 @@ impl Store {
     /// token and state in the same statement; the attempt row is closed in
     /// the same transaction.
     pub async fn attempt_finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
+        let ends = [(lease.clone(), end.clone())];
+        self.attempt_finish_batch(&ends)
+            .await?
+            .pop()
+            .expect("one result per attempt")
+    }
+
+    /// Commit several attempts' ends in one transaction (group commit: one
+    /// durable write for the batch instead of one per attempt). Every
+    /// trigger transition is still fenced by its own token and state in its
+    /// own statement; a stale one is left out of the batch — its attempt is
+    /// abandoned and it comes back as [`StoreError::LeaseLost`] — and the
+    /// rest commit. The outer error is the database's (nothing committed).
+    pub async fn attempt_finish_batch(
+        &self,
+        ends: &[(LeaseRef, AttemptEnd)],
+    ) -> StoreResult<Vec<StoreResult<()>>> {
         let mut tx = self.pool.begin().await?;
-        let terminal = matches!(
-            end.trigger_state,
-            "succeeded" | "failed" | "cancelled" | "skipped"
-        );
-        let updated = sqlx::query(self.sql(concat!(
-            "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
-                 next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",
-            now_ms!(),
-            " + ?5 END, \
-                 lease_owner = NULL, lease_until = NULL, \
-                 finished_at = CASE WHEN ?6 THEN ",
-            now_ms!(),
-            " ELSE NULL END, updated_at = ",
-            now_ms!(),
-            " WHERE id = ?7 AND fencing_token = ?8 AND state = 'running'"
-        )))
-        .bind(end.trigger_state)
-        .bind(&end.result)
-        .bind(&end.error_class)
-        .bind(&end.error_message)
-        .bind(end.retry_after_ms)
-        .bind(terminal)
-        .bind(lease.trigger_id)
-        .bind(lease.fencing_token)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            tx.rollback().await?;
+        let mut stale = Vec::new();
+        for (i, (lease, end)) in ends.iter().enumerate() {
+            let terminal = matches!(
+                end.trigger_state,
+                "succeeded" | "failed" | "cancelled" | "skipped"
+            );
+            let updated = sqlx::query(self.sql(concat!(
+                "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
+                     next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",
+                now_ms!(),
+                " + ?5 END, \
+                     lease_owner = NULL, lease_until = NULL, \
+                     finished_at = CASE WHEN ?6 THEN ",
+                now_ms!(),
+                " ELSE NULL END, updated_at = ",
+                now_ms!(),
+                " WHERE id = ?7 AND fencing_token = ?8 AND state = 'running'"
+            )))
+            .bind(end.trigger_state)
+            .bind(&end.result)
+            .bind(&end.error_class)
+            .bind(&end.error_message)
+            .bind(end.retry_after_ms)
+            .bind(terminal)
+            .bind(lease.trigger_id)
+            .bind(lease.fencing_token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                stale.push(i);
+                continue;
+            }
+            sqlx::query(self.sql(concat!(
+                "UPDATE attempts SET outcome = ?, ended_at = ",
+                now_ms!(),
+                ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
+                 wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
+            )))
+            .bind(end.attempt_outcome)
+            .bind(&end.error_class)
+            .bind(&end.error_message)
+            .bind(end.fuel_used)
+            .bind(end.peak_memory_bytes)
+            .bind(end.wall_ms)
+            .bind(&end.log)
+            .bind(lease.attempt_id)
+            .bind(lease.fencing_token)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
+        for i in stale {
+            let (lease, end) = &ends[i];
             self.attempt_abandon(lease, end, "result refused: stale fencing token")
                 .await?;
-            return Err(self.lease_lost(lease, "result commit").await);
+            results[i] = Err(self.lease_lost(lease, "result commit").await);
         }
-        sqlx::query(self.sql(concat!(
-            "UPDATE attempts SET outcome = ?, ended_at = ",
-            now_ms!(),
-            ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
-             wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
-        )))
-        .bind(end.attempt_outcome)
-        .bind(&end.error_class)
-        .bind(&end.error_message)
-        .bind(end.fuel_used)
-        .bind(end.peak_memory_bytes)
-        .bind(end.wall_ms)
-        .bind(&end.log)
-        .bind(lease.attempt_id)
-        .bind(lease.fencing_token)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        Ok(results)
     }
 }

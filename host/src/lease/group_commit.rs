@@ -1,0 +1,88 @@
+//! Group commit for attempt ends. Attempts that finish while a commit is in
+//! flight are queued and committed together in the next transaction, so a
+//! busy runner pays one durable write per batch instead of one per attempt,
+//! and an idle one pays no added latency (nothing waits for a batch to
+//! fill). Fencing is unchanged: every trigger transition in the batch is
+//! still checked against its own token in its own statement, and a stale
+//! one is refused alone (see [`Store::attempt_finish_batch`]).
+
+use crate::store::{AttemptEnd, LeaseRef, Store, StoreResult};
+use std::sync::OnceLock;
+use tokio::sync::{mpsc, oneshot};
+
+struct Pending {
+    lease: LeaseRef,
+    end: AttemptEnd,
+    reply: oneshot::Sender<StoreResult<()>>,
+}
+
+/// The queue in front of [`Store::attempt_finish_batch`]. Cheap to share;
+/// its task starts on first use, on the caller's runtime, and stops when
+/// the queue is dropped.
+pub struct CommitQueue {
+    store: Store,
+    max_batch: usize,
+    sender: OnceLock<mpsc::UnboundedSender<Pending>>,
+}
+
+impl CommitQueue {
+    pub fn new(store: Store, max_batch: usize) -> Self {
+        Self {
+            store,
+            max_batch: max_batch.max(1),
+            sender: OnceLock::new(),
+        }
+    }
+
+    /// Commit how an attempt ended, together with whatever else is waiting.
+    pub async fn finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            lease: lease.clone(),
+            end: end.clone(),
+            reply,
+        };
+        match self.sender().send(pending) {
+            Ok(()) => match answer.await {
+                Ok(result) => result,
+                // The committer is gone (runtime shutting down): commit alone.
+                Err(_) => self.store.attempt_finish(lease, end).await,
+            },
+            Err(_) => self.store.attempt_finish(lease, end).await,
+        }
+    }
+
+    fn sender(&self) -> &mpsc::UnboundedSender<Pending> {
+        self.sender.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(commit_loop(self.store.clone(), rx, self.max_batch));
+            tx
+        })
+    }
+}
+
+async fn commit_loop(store: Store, mut rx: mpsc::UnboundedReceiver<Pending>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while rx.recv_many(&mut batch, max_batch).await > 0 {
+        let ends: Vec<(LeaseRef, AttemptEnd)> = batch
+            .iter()
+            .map(|p| (p.lease.clone(), p.end.clone()))
+            .collect();
+        match store.attempt_finish_batch(&ends).await {
+            Ok(results) => {
+                for (pending, result) in batch.drain(..).zip(results) {
+                    let _ = pending.reply.send(result);
+                }
+            }
+            // The batch failed as a whole (the database, not a token):
+            // commit one by one so each attempt gets its own answer.
+            Err(e) => {
+                tracing::warn!(error = %e, size = batch.len(), "group commit failed; committing one by one");
+                for pending in batch.drain(..) {
+                    let result = store.attempt_finish(&pending.lease, &pending.end).await;
+                    let _ = pending.reply.send(result);
+                }
+            }
+        }
+    }
+}

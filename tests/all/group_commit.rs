@@ -1,0 +1,114 @@
+//! Group commit of attempt ends: one transaction for many attempts, each
+//! still fenced by its own token.
+
+use crate::TestHost;
+use paddock::lease::group_commit::CommitQueue;
+use paddock::store::{AttemptEnd, StoreError};
+use serde_json::json;
+use std::sync::Arc;
+
+fn succeeded() -> AttemptEnd {
+    AttemptEnd {
+        trigger_state: "succeeded",
+        retry_after_ms: None,
+        result: Some(b"{}".to_vec()),
+        error_class: None,
+        error_message: None,
+        attempt_outcome: "succeeded",
+        fuel_used: 1,
+        peak_memory_bytes: 1,
+        wall_ms: 1,
+        log: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_batch_commits_every_current_attempt_and_refuses_only_the_stale_one() {
+    let host = TestHost::new().await;
+    host.job("noop", "noop", "").await;
+    for i in 0..3 {
+        host.trigger("noop", json!({ "i": i })).await;
+    }
+    let claims = host
+        .store
+        .trigger_claim_batch("A", 60_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 3);
+    // The second trigger's lease expires and a rival takes it over.
+    let now = host.store.now_ms().await.unwrap();
+    let rival = host
+        .store
+        .trigger_claim_batch("B", 60_000, 10, Some(now + 120_000))
+        .await
+        .unwrap();
+    assert_eq!(rival.len(), 3, "all expired at the injected time");
+    // A is now stale on all three; B commits two of them in one batch and
+    // A's batch of three is refused as a whole, one by one.
+    let a: Vec<_> = claims.iter().map(|c| (c.lease("A"), succeeded())).collect();
+    let b: Vec<_> = rival[..2]
+        .iter()
+        .map(|c| (c.lease("B"), succeeded()))
+        .collect();
+    let results = host.store.attempt_finish_batch(&b).await.unwrap();
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let before = host.store.counter("stale_token_rejections").await.unwrap();
+    let results = host.store.attempt_finish_batch(&a).await.unwrap();
+    assert_eq!(results.len(), 3);
+    for r in &results {
+        assert!(
+            matches!(r, Err(StoreError::LeaseLost { .. })),
+            "a stale token never commits: {r:?}"
+        );
+    }
+    assert_eq!(
+        host.store.counter("stale_token_rejections").await.unwrap(),
+        before + 3
+    );
+    // Mixed batch: B's third is current, A's first is stale.
+    let mixed = vec![
+        (rival[2].lease("B"), succeeded()),
+        (claims[0].lease("A"), succeeded()),
+    ];
+    let results = host.store.attempt_finish_batch(&mixed).await.unwrap();
+    assert!(results[0].is_ok());
+    assert!(matches!(results[1], Err(StoreError::LeaseLost { .. })));
+    for c in &rival {
+        let t = host.store.trigger_get(c.trigger_id).await.unwrap();
+        assert_eq!((t.state.as_str(), t.fencing_token), ("succeeded", 2));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_finishes_through_the_queue_all_commit_exactly_once() {
+    let host = TestHost::new().await;
+    host.job("noop", "noop", "").await;
+    for i in 0..60 {
+        host.trigger("noop", json!({ "i": i })).await;
+    }
+    let claims = host
+        .store
+        .trigger_claim_batch("A", 60_000, 100, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 60);
+    let queue = Arc::new(CommitQueue::new(host.store.clone(), 100));
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in claims {
+        let queue = queue.clone();
+        tasks.spawn(async move { queue.finish(&c.lease("A"), &succeeded()).await });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap().unwrap();
+    }
+    let counts = host.store.trigger_counts().await.unwrap();
+    assert_eq!(counts.by_state, vec![("succeeded".to_string(), 60)]);
+    let ended: i64 =
+        sqlx::query_scalar(host.store.sql(
+            "SELECT count(*) FROM attempts WHERE outcome = 'succeeded' AND ended_at IS NOT NULL",
+        ))
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(ended, 60);
+}
