@@ -24,6 +24,17 @@ async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
         .unwrap()
 }
 
+/// A host with the reference ledger as connector `ledger` (queryable, tokens
+/// compared, calls time out after `timeout`) and job `pay` (the effector
+/// guest) with `manifest` (grants and retry policy, from [`job_toml`]).
+async fn pay_setup(timeout: Duration, manifest: &str) -> (TestHost, Ledger) {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(&host.store, connector("ledger", &ledger, timeout, true)).await;
+    host.job("pay", "effector", manifest).await;
+    (host, ledger)
+}
+
 fn job_toml(connectors: &[&str], max_attempts: u32, backoff: &str, jitter: bool) -> String {
     format!(
         "connectors = {connectors:?}\n[retry]\nmax_attempts = {max_attempts}\nbackoff = \"{backoff}\"\njitter = {jitter}\n"
@@ -32,15 +43,11 @@ fn job_toml(connectors: &[&str], max_attempts: u32, backoff: &str, jitter: bool)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_after_querying() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["ledger"], 3, "10ms", true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
-        .await;
     let key = "order-1/reserve/v1";
     let now = host.store.now_ms().await.unwrap();
     let new = NewTrigger {
@@ -211,15 +218,11 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing_is_sent() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["ledger"], 3, "10ms", true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
-        .await;
     let key = "order-7/charge/v1";
     host.trigger("pay", effect("ledger", "RES-7", "charge", key, 5))
         .await;
@@ -303,15 +306,11 @@ async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_may_only_call_connectors_it_is_granted() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["other"], 1, "10ms", true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["other"], 1, "10ms", true))
-        .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-1", "reserve", "k-1", 1))
         .await;
@@ -489,15 +488,11 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["ledger"], 3, "10ms", true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
-        .await;
     let runner = host.runner("A", Duration::from_secs(30));
     let original = "order-9/reserve/v1";
     host.trigger("pay", effect("ledger", "RES-C", "reserve", original, 30))
@@ -599,15 +594,11 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["ledger"], 3, "1m", false),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "1m", false))
-        .await;
     let key = "order-3/reserve/v1";
     ledger
         .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
@@ -702,15 +693,11 @@ async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_sil
 /// audited, and runs as an ordinary trigger with its own key and budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_it() {
-    let host = TestHost::new().await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
+    let (host, ledger) = pay_setup(
+        Duration::from_secs(5),
+        &job_toml(&["ledger"], 3, "10ms", true),
     )
     .await;
-    host.job("pay", "effector", &job_toml(&["ledger"], 3, "10ms", true))
-        .await;
     let runner = host.runner("A", Duration::from_secs(30));
     let original = "order-5/reserve/v1";
     host.trigger("pay", effect("ledger", "RES-OP", "reserve", original, 40))
