@@ -120,6 +120,7 @@ async fn bench(runs: usize) {
         granted: &granted,
         retry: &retry,
         stop: None,
+        park: None,
     };
     let client = reqwest::Client::new();
     let payload = br#"{"amount":1}"#.to_vec();

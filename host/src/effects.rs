@@ -34,5 +34,5 @@ pub mod http;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerState, RateLimit};
 pub use classify::{Answer, Found, Verdict, classify, params_digest};
-pub use gateway::{Caller, EffectGateway, GatewayConfig, RecoveryGuard, RecoveryReport};
+pub use gateway::{Caller, EffectGateway, GatewayConfig, ParkSlot, RecoveryGuard, RecoveryReport};
 pub use http::HttpConnector;

@@ -47,6 +47,32 @@ pub struct Caller<'a> {
     pub granted: &'a [String],
     pub retry: &'a RetryPolicy,
     pub stop: Option<&'a StopSignal>,
+    /// Where the gateway notes that a connector's breaker refused a call,
+    /// so the runner can park the trigger until the breaker half-opens
+    /// instead of spending an attempt (see [`ParkSlot`]).
+    pub park: Option<&'a ParkSlot>,
+}
+
+/// An attempt's note that an open circuit breaker refused one of its
+/// effects: the longest wait any refusal asked for, in ms. The runner reads
+/// it when the attempt ends; a transient failure with a note parks the
+/// trigger until then and gives the attempt back to the budget.
+#[derive(Debug, Default)]
+pub struct ParkSlot(std::sync::atomic::AtomicU64);
+
+impl ParkSlot {
+    pub fn note(&self, retry_after_ms: u64) {
+        self.0
+            .fetch_max(retry_after_ms.max(1), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// ms until the refusing breaker lets a probe through, if any refused.
+    pub fn parked_for(&self) -> Option<u64> {
+        match self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            ms => Some(ms),
+        }
+    }
 }
 
 /// In-memory state of one connector in this process.
@@ -570,6 +596,9 @@ impl EffectGateway {
                         continue;
                     }
                     self.count("circuit_open_rejections").await;
+                    if let Some(park) = caller.park {
+                        park.note(retry_after_ms);
+                    }
                     return Err(EffectError::CircuitOpen(format!(
                         "connector '{}' is open; retry after {retry_after_ms} ms",
                         live.record.name

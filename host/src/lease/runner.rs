@@ -592,6 +592,7 @@ impl RunnerServices {
             granted: &self.connectors,
             retry: &self.retry,
             stop: Some(&self.stop),
+            park: None,
         }
     }
 }
