@@ -338,3 +338,382 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
     assert_eq!(summary, [("A", 1, Some("expired")), ("B", 2, Some("succeeded"))]);
     drop(b);
 }
+
+/// 3. A scheduler killed while it owns shards. Three `serve` processes
+/// share the 16 shards and 20 jobs firing every second (misfire `all`, a
+/// 2 s threshold so the outage's times count as missed and are caught up
+/// within a 1 min window). The process owning the most job-bearing shards
+/// is SIGKILLed for 10 s, then started again. Over the window every fire
+/// time of every job exists exactly once and ran exactly once: no gap, no
+/// duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons() {
+    const JOBS: usize = 20;
+    let host = TestHost::new().await;
+    let schedule = "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"\n\
+                    misfire = \"all\"\nmisfire_threshold = \"2s\"\ncatchup_window = \"1m\"\n\
+                    max_catchup = 1000\nmax_in_flight = 1000\noverlap = \"allow\"";
+    let mut jobs = Vec::new();
+    for i in 0..JOBS {
+        let id = format!("tick-{i:02}");
+        host.job(&id, "noop", schedule).await;
+        jobs.push(id);
+    }
+    let shards = host.store.shard_count().await.unwrap();
+    let shard_of: BTreeMap<String, u32> = jobs
+        .iter()
+        .map(|j| (j.clone(), paddock::schedule::shard_of(j, shards)))
+        .collect();
+    let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
+    let dir = host.dir.path();
+    let mut procs: Vec<Proc> = ["S1", "S2", "S3"]
+        .iter()
+        .map(|name| Proc::serve(name, &host.url, dir, &flags("8")))
+        .collect();
+    let all = |procs: &[Proc]| logs(&procs.iter().collect::<Vec<_>>());
+
+    // Every shard owned, and a few seconds of steady state.
+    let owners = eventually(Duration::from_secs(60), "all shards owned", || async {
+        let list = host.store.shards_list().await.unwrap();
+        list.iter()
+            .all(|s| s.owner.is_some())
+            .then(|| {
+                list.iter()
+                    .map(|s| (s.shard as u32, s.owner.clone().unwrap()))
+                    .collect::<BTreeMap<u32, String>>()
+            })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let owners_now: BTreeMap<u32, String> = host
+        .store
+        .shards_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|s| Some((s.shard as u32, s.owner?)))
+        .collect();
+    let mut load: BTreeMap<&str, usize> = BTreeMap::new();
+    for shard in shard_of.values() {
+        if let Some(owner) = owners_now.get(shard) {
+            *load.entry(owner.as_str()).or_default() += 1;
+        }
+    }
+    let (victim_owner, victim_jobs) = load
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(o, n)| (o.to_string(), *n))
+        .expect("some shard with jobs is owned");
+    let victim = procs
+        .iter()
+        .position(|p| victim_owner == format!("{}-scheduler", p.name))
+        .expect("the owner is one of ours");
+    println!(
+        "scheduler crash: owners at start {owners:?}; jobs per owner {load:?}; killing {}",
+        procs[victim].name
+    );
+    let name = procs[victim].name.clone();
+    procs[victim].kill();
+    let killed_at = host.store.now_ms().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    procs[victim] = Proc::serve(&name, &host.url, dir, &flags("8"));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    // The window: whole seconds after activation up to now; wait until every
+    // shard has scanned past it and every fire time in it has run.
+    let end = host.store.now_ms().await.unwrap() / 1000 * 1000;
+    let start = (active_from / 1000 + 1) * 1000;
+    eventually(Duration::from_secs(30), "every shard scanned past the window", || async {
+        let list = host.store.shards_list().await.unwrap();
+        list.iter()
+            .all(|s| s.watermark.is_some_and(|w| w > end))
+            .then_some(())
+    })
+    .await;
+    let unfinished = || async {
+        sqlx::query_scalar::<_, i64>(host.store.sql(
+            "SELECT count(*) FROM triggers WHERE scheduled_at <= ? AND state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')",
+        ))
+        .bind(end)
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap()
+    };
+    let drained = Instant::now();
+    let left = eventually(Duration::from_secs(60), "every fire time in the window ran", || async {
+        let n = unfinished().await;
+        (n == 0).then_some(n)
+    })
+    .await;
+    println!(
+        "scheduler crash: window {} s, drained {:?} after its end",
+        (end - start) / 1000 + 1,
+        drained.elapsed()
+    );
+    assert_eq!(left, 0);
+
+    // (job, time) → (triggers, succeeded attempts, state, created late).
+    let rows: Vec<(String, i64, String, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.job_id, t.scheduled_at, t.state, t.created_at FROM triggers t \
+         WHERE t.origin = 'schedule' AND t.scheduled_at >= ? AND t.scheduled_at <= ?",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    let mut seen: BTreeMap<(String, i64), usize> = BTreeMap::new();
+    let mut late = 0;
+    let mut late_after_kill = 0;
+    for (job, at, state, created) in &rows {
+        *seen.entry((job.clone(), *at)).or_default() += 1;
+        assert_eq!(state, "succeeded", "{job} @ {at}\n{}", all(&procs));
+        if created - at > 2_000 {
+            late += 1;
+            if *at >= killed_at {
+                late_after_kill += 1;
+            }
+        }
+    }
+    let expected: BTreeSet<(String, i64)> = jobs
+        .iter()
+        .flat_map(|j| (start..=end).step_by(1000).map(move |s| (j.clone(), s)))
+        .collect();
+    let found: BTreeSet<(String, i64)> = seen.keys().cloned().collect();
+    let gaps: Vec<_> = expected.difference(&found).collect();
+    let extra: Vec<_> = found.difference(&expected).collect();
+    let doubled: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(gaps.is_empty(), "missing fire times: {gaps:?}\n{}", all(&procs));
+    assert!(extra.is_empty(), "unexpected fire times: {extra:?}");
+    assert!(doubled.is_empty(), "duplicate fire times: {doubled:?}");
+    // Each fire time ran to exactly one success.
+    let succeeded_attempts: Vec<(i64, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.id, count(a.id) FROM triggers t JOIN attempts a ON a.trigger_id = t.id \
+         AND a.outcome = 'succeeded' WHERE t.origin = 'schedule' AND t.scheduled_at >= ? \
+         AND t.scheduled_at <= ? GROUP BY t.id",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(succeeded_attempts.len(), expected.len());
+    assert!(succeeded_attempts.iter().all(|(_, n)| *n == 1));
+    println!(
+        "scheduler crash: {} fire times ({} jobs x {} s), {late} created late (caught up), \
+         {late_after_kill} of them after the kill; victim owned {victim_jobs} job(s)",
+        expected.len(),
+        JOBS,
+        expected.len() / JOBS
+    );
+    assert!(
+        late_after_kill > 0,
+        "the outage's fire times must have been caught up by another owner"
+    );
+    drop(procs);
+}
+
+/// A `TestHost` on a database URL of the test's choosing.
+async fn host_at(url: String) -> TestHost {
+    let store = paddock::Store::open(&url).await.unwrap();
+    let sandbox =
+        paddock::sandbox::Sandbox::new(paddock::sandbox::SandboxConfig::default()).unwrap();
+    let registry = paddock::registry::Registry::new(store.clone(), sandbox.clone());
+    TestHost {
+        url,
+        store,
+        sandbox,
+        registry,
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Hold SQLite's write lock (`BEGIN IMMEDIATE` on a connection of our own)
+/// for `d`: every writer waits, readers go on.
+async fn hold_sqlite_write_lock(url: &str, d: Duration) {
+    use sqlx::{Connection, Executor};
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    conn.execute("BEGIN IMMEDIATE").await.unwrap();
+    tokio::time::sleep(d).await;
+    conn.execute("COMMIT").await.unwrap();
+    conn.close().await.unwrap();
+}
+
+/// 4. The database goes away under two runners with long jobs in flight
+/// and a one-second cron job. On PostgreSQL the server is really stopped
+/// (`pg_ctl -m fast`, every connection cut) and started again 4 s later;
+/// it is a throwaway server of this test's own, never the shared one. On
+/// SQLite, which is embedded and cannot be restarted under its processes,
+/// the outage is modelled by holding the write lock for 4 s: every write
+/// (renewals, checkpoints, claims, scans) waits, which is what a runner
+/// sees of a database it cannot reach. Either way the runners fail their
+/// renewals and close their gates, nothing they ran counts, and once the
+/// database is back the system converges: every trigger ran to exactly one
+/// result, the interrupted ones resumed from their checkpoints, and every
+/// fire time of the cron job exists once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result() {
+    const LONG: usize = 6;
+    const OUTAGE: Duration = Duration::from_secs(4);
+    let pg = postgres_base_url().map(|_| PgServer::start());
+    let host = match &pg {
+        Some(pg) => host_at(pg.create_database("paddock").await).await,
+        None => {
+            println!(
+                "database outage on SQLite: modelled by holding the write lock for {OUTAGE:?} \
+                 (an embedded database cannot be restarted under its processes)"
+            );
+            TestHost::new().await
+        }
+    };
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
+        .await;
+    host.job(
+        "long",
+        "hello",
+        "resource_group = \"faults\"\n[params]\nsteps = 60\nspin_per_step = 50000000",
+    )
+    .await;
+    host.job(
+        "tick",
+        "noop",
+        "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"\n\
+         misfire = \"all\"\nmisfire_threshold = \"2s\"\ncatchup_window = \"1m\"\n\
+         max_catchup = 1000\nmax_in_flight = 1000\noverlap = \"allow\"",
+    )
+    .await;
+    let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
+    let mut long = Vec::new();
+    for i in 0..LONG {
+        long.push(host.trigger("long", json!({"name": format!("n{i}")})).await.id);
+    }
+    let dir = host.dir.path();
+    let r1 = Proc::serve("R1", &host.url, dir, &flags("4"));
+    let r2 = Proc::serve("R2", &host.url, dir, &flags("4"));
+    let procs = [&r1, &r2];
+
+    // Every long trigger running and past its second checkpoint.
+    eventually(Duration::from_secs(60), "all long triggers mid-run", || async {
+        let mut ready = 0;
+        for id in &long {
+            let t = host.store.trigger_get(*id).await.unwrap();
+            let cp = checkpoint(&host, *id).await;
+            ready += (t.state == "running" && cp.is_some_and(|(seq, _, _)| seq >= 2)) as usize;
+        }
+        (ready == LONG).then_some(())
+    })
+    .await;
+    let outage_started = Instant::now();
+    match &pg {
+        Some(pg) => {
+            pg.stop();
+            tokio::time::sleep(OUTAGE).await;
+            pg.start_again();
+        }
+        None => hold_sqlite_write_lock(&host.url, OUTAGE).await,
+    }
+    println!("database outage: {:?}", outage_started.elapsed());
+
+    let done = eventually(Duration::from_secs(90), "every long trigger finishes", || async {
+        let mut finished = Vec::new();
+        for id in &long {
+            // The test's own pool may still be reconnecting.
+            let Ok(t) = host.store.trigger_get(*id).await else {
+                return None;
+            };
+            if !matches!(t.state.as_str(), "succeeded" | "failed") {
+                return None;
+            }
+            finished.push(t);
+        }
+        Some(finished)
+    })
+    .await;
+    let converged = outage_started.elapsed();
+    let end = host.store.now_ms().await.unwrap() / 1000 * 1000 - 1000;
+    let start = (active_from / 1000 + 1) * 1000;
+    eventually(Duration::from_secs(30), "every tick in the window ran", || async {
+        let n: i64 = sqlx::query_scalar(host.store.sql(
+            "SELECT count(*) FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ? \
+             AND state <> 'succeeded'",
+        ))
+        .bind(end)
+        .fetch_one(host.store.pool())
+        .await
+        .ok()?;
+        (n == 0).then_some(())
+    })
+    .await;
+
+    // The runners lost their leases and said so.
+    let all_logs = logs(&procs);
+    assert!(
+        all_logs.contains("commit gate closed; result discarded"),
+        "{all_logs}"
+    );
+    assert!(
+        all_logs.contains("heartbeat failed") || all_logs.contains("heartbeat timed out"),
+        "{all_logs}"
+    );
+
+    // No trigger lost, none doubled: one success each, committed by the
+    // attempt holding the trigger's current token.
+    let mut resumed = Vec::new();
+    for t in &done {
+        assert_eq!(t.state, "succeeded", "{t:?}\n{all_logs}");
+        let out = result(t);
+        assert_eq!(out["steps"], 60, "{out}");
+        resumed.push(out["resumed_from"].as_u64().unwrap());
+        let attempts = host.store.attempts_for(t.id).await.unwrap();
+        let wins: Vec<_> = attempts
+            .iter()
+            .filter(|a| a.outcome.as_deref() == Some("succeeded"))
+            .collect();
+        assert_eq!(wins.len(), 1, "{attempts:?}");
+        assert_eq!(wins[0].fencing_token, t.fencing_token);
+        assert_eq!(t.attempts as usize, attempts.len());
+    }
+    let attempts_total = host.count("attempts").await;
+    let retried = done.iter().filter(|t| t.attempts > 1).count();
+    println!(
+        "database outage: converged {converged:?} after the outage began; {retried}/{LONG} \
+         long triggers re-run, resumed from {resumed:?}; {attempts_total} attempts in all"
+    );
+    assert!(retried > 0, "the outage must have interrupted some attempt");
+    assert!(
+        done.iter()
+            .zip(&resumed)
+            .any(|(t, r)| t.attempts > 1 && *r > 0),
+        "an interrupted trigger resumed from its checkpoint"
+    );
+    assert_eq!(
+        scalar(&host, "SELECT count(*) FROM attempts WHERE outcome IS NULL AND trigger_id IN (SELECT id FROM triggers WHERE state = 'succeeded')").await,
+        0,
+        "every attempt of a finished trigger is closed"
+    );
+
+    // The cron job: every second of the window exactly once, run once.
+    let ticks: Vec<(i64, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.scheduled_at, (SELECT count(*) FROM attempts a WHERE a.trigger_id = t.id \
+         AND a.outcome = 'succeeded') FROM triggers t WHERE t.job_id = 'tick' \
+         AND t.scheduled_at >= ? AND t.scheduled_at <= ? ORDER BY t.scheduled_at",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    let times: Vec<i64> = ticks.iter().map(|(at, _)| *at).collect();
+    let expected: Vec<i64> = (start..=end).step_by(1000).collect();
+    assert_eq!(times, expected, "fire times of the cron job\n{all_logs}");
+    assert!(ticks.iter().all(|(_, wins)| *wins == 1), "{ticks:?}");
+    println!(
+        "database outage: cron job fired {} times over the window, each once",
+        ticks.len()
+    );
+    drop((r1, r2));
+    host.store.close().await;
+    if let Some(pg) = pg {
+        drop(pg);
+    }
+}
