@@ -85,7 +85,15 @@ async fn held(ledger: &Ledger, key: &str) -> u64 {
 fn logs(procs: &[&Proc]) -> String {
     procs
         .iter()
-        .map(|p| format!("--- {} stderr ---\n{}", p.name, p.stderr()))
+        .map(|p| {
+            format!(
+                "--- {} stdout ---\n{}--- {} stderr ---\n{}",
+                p.name,
+                p.stdout(),
+                p.name,
+                p.stderr()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -136,13 +144,19 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     ledger.hold(key, 77).await;
 
     let a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
-    eventually(Duration::from_secs(60), "A's effect parked at the ledger", || async {
-        (held(&ledger, key).await >= 1).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "A's effect parked at the ledger",
+        || async { (held(&ledger, key).await >= 1).then_some(()) },
+    )
     .await;
     let tr = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(
-        (tr.state.as_str(), tr.lease_owner.as_deref(), tr.fencing_token),
+        (
+            tr.state.as_str(),
+            tr.lease_owner.as_deref(),
+            tr.fencing_token
+        ),
         ("running", Some("A"), 77)
     );
     assert_eq!(
@@ -160,17 +174,27 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     a.signal("STOP");
     let paused = Instant::now();
     let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
-    let done = eventually(Duration::from_secs(60), "B completes the trigger", || async {
-        let tr = host.store.trigger_get(t.id).await.unwrap();
-        (tr.state == "succeeded").then_some(tr)
-    })
+    let done = eventually(
+        Duration::from_secs(60),
+        "B completes the trigger",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            (tr.state == "succeeded").then_some(tr)
+        },
+    )
     .await;
-    println!("stale writer: B committed {:?} after A's pause", paused.elapsed());
+    println!(
+        "stale writer: B committed {:?} after A's pause",
+        paused.elapsed()
+    );
     assert_eq!(done.fencing_token, 78);
     let out = result(&done);
     assert_eq!(out["outcome"], "done", "{out}");
     assert_eq!(out["attempt"], 2, "{out}");
-    assert_eq!(out["resumed_from"], 5, "B resumed from A's checkpoint: {out}");
+    assert_eq!(
+        out["resumed_from"], 5,
+        "B resumed from A's checkpoint: {out}"
+    );
     let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["fencing_token"], 78, "{body}");
     assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
@@ -189,18 +213,24 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     // A wakes up. Its request is still parked, so the attempt is still in
     // its effect call: the first write it makes is its heartbeat.
     a.signal("CONT");
-    eventually(Duration::from_secs(30), "A's heartbeat is refused", || async {
-        (counter(&host, "stale_token_rejections").await >= 1).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "A's heartbeat is refused",
+        || async { (counter(&host, "stale_token_rejections").await >= 1).then_some(()) },
+    )
     .await;
     // Now the parked request (token 77) reaches the ledger, which has seen
     // 78 for this resource: refused, and A's outcome write is refused too.
     ledger.release(key).await;
-    eventually(Duration::from_secs(30), "A gives up its attempt", || async {
-        a.stderr()
-            .contains("commit gate closed; result discarded")
-            .then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "A gives up its attempt",
+        || async {
+            a.stderr()
+                .contains("commit gate closed; result discarded")
+                .then_some(())
+        },
+    )
     .await;
     let a_log = a.stderr();
     assert!(a_log.contains("stale heartbeat rejected"), "{a_log}");
@@ -212,7 +242,10 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
 
     // Counted on both sides: host = heartbeat + effect outcome.
     let stats = ledger.stats().await;
-    assert_eq!(stats["applied"], 1, "exactly one effect downstream: {stats}");
+    assert_eq!(
+        stats["applied"], 1,
+        "exactly one effect downstream: {stats}"
+    );
     assert_eq!(stats["stale_token_rejections"], 1, "{stats}");
     assert_eq!(ledger.resource("RES-77").await["balance"], 110);
     assert_eq!(counter(&host, "downstream_stale_token_rejections").await, 1);
@@ -295,10 +328,14 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
     );
     a.kill();
     let killed = Instant::now();
-    let takeover = eventually(Duration::from_secs(30), "B takes the trigger over", || async {
-        let tr = host.store.trigger_get(t.id).await.unwrap();
-        (tr.lease_owner.as_deref() == Some("B")).then(|| killed.elapsed())
-    })
+    let takeover = eventually(
+        Duration::from_secs(30),
+        "B takes the trigger over",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            (tr.lease_owner.as_deref() == Some("B")).then(|| killed.elapsed())
+        },
+    )
     .await;
     let last = checkpoint(&host, t.id).await.unwrap();
     println!(
@@ -312,22 +349,33 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
         takeover <= LEASE + POLL + Duration::from_secs(5),
         "takeover took {takeover:?}"
     );
-    let done = eventually(Duration::from_secs(60), "B finishes the trigger", || async {
-        let tr = host.store.trigger_get(t.id).await.unwrap();
-        matches!(tr.state.as_str(), "succeeded" | "failed").then_some(tr)
-    })
+    let done = eventually(
+        Duration::from_secs(60),
+        "B finishes the trigger",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            matches!(tr.state.as_str(), "succeeded" | "failed").then_some(tr)
+        },
+    )
     .await;
     assert_eq!(done.state, "succeeded", "{:?}", done.error_message);
     let out = result(&done);
     let resumed = out["resumed_from"].as_u64().unwrap();
-    println!("crash: B resumed from step {resumed} (checkpoint seq {} at takeover)", last.0);
+    println!(
+        "crash: B resumed from step {resumed} (checkpoint seq {} at takeover)",
+        last.0
+    );
     assert!(resumed > 0 && resumed >= saved.1 as u64, "{out}");
     assert_eq!(out["steps"], 60);
     assert_eq!(done.attempts, 2);
     assert_eq!(done.fencing_token, 2);
     assert_eq!(host.count("attempts").await, 2);
     assert_eq!(
-        scalar(&host, "SELECT count(*) FROM triggers WHERE result IS NOT NULL").await,
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE result IS NOT NULL"
+        )
+        .await,
         1
     );
     let attempts = host.store.attempts_for(t.id).await.unwrap();
@@ -335,8 +383,20 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
         .iter()
         .map(|a| (a.runner_id.as_str(), a.fencing_token, a.outcome.as_deref()))
         .collect();
-    assert_eq!(summary, [("A", 1, Some("expired")), ("B", 2, Some("succeeded"))]);
-    drop(b);
+    assert_eq!(
+        summary,
+        [("A", 1, Some("expired")), ("B", 2, Some("succeeded"))]
+    );
+    // The survivor drains on SIGTERM and exits cleanly.
+    let mut b = b;
+    b.signal("TERM");
+    let status = b.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        b.stderr()
+    );
+    assert!(b.stderr().contains("paddock serve: stopped"));
 }
 
 /// 3. A scheduler killed while it owns shards. Three `serve` processes
@@ -375,13 +435,11 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
     // Every shard owned, and a few seconds of steady state.
     let owners = eventually(Duration::from_secs(60), "all shards owned", || async {
         let list = host.store.shards_list().await.unwrap();
-        list.iter()
-            .all(|s| s.owner.is_some())
-            .then(|| {
-                list.iter()
-                    .map(|s| (s.shard as u32, s.owner.clone().unwrap()))
-                    .collect::<BTreeMap<u32, String>>()
-            })
+        list.iter().all(|s| s.owner.is_some()).then(|| {
+            list.iter()
+                .map(|s| (s.shard as u32, s.owner.clone().unwrap()))
+                .collect::<BTreeMap<u32, String>>()
+        })
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -423,12 +481,16 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
     // shard has scanned past it and every fire time in it has run.
     let end = host.store.now_ms().await.unwrap() / 1000 * 1000;
     let start = (active_from / 1000 + 1) * 1000;
-    eventually(Duration::from_secs(30), "every shard scanned past the window", || async {
-        let list = host.store.shards_list().await.unwrap();
-        list.iter()
-            .all(|s| s.watermark.is_some_and(|w| w > end))
-            .then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "every shard scanned past the window",
+        || async {
+            let list = host.store.shards_list().await.unwrap();
+            list.iter()
+                .all(|s| s.watermark.is_some_and(|w| w > end))
+                .then_some(())
+        },
+    )
     .await;
     let unfinished = || async {
         sqlx::query_scalar::<_, i64>(host.store.sql(
@@ -440,10 +502,14 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
         .unwrap()
     };
     let drained = Instant::now();
-    let left = eventually(Duration::from_secs(60), "every fire time in the window ran", || async {
-        let n = unfinished().await;
-        (n == 0).then_some(n)
-    })
+    let left = eventually(
+        Duration::from_secs(60),
+        "every fire time in the window ran",
+        || async {
+            let n = unfinished().await;
+            (n == 0).then_some(n)
+        },
+    )
     .await;
     println!(
         "scheduler crash: window {} s, drained {:?} after its end",
@@ -483,7 +549,11 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
     let gaps: Vec<_> = expected.difference(&found).collect();
     let extra: Vec<_> = found.difference(&expected).collect();
     let doubled: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(gaps.is_empty(), "missing fire times: {gaps:?}\n{}", all(&procs));
+    assert!(
+        gaps.is_empty(),
+        "missing fire times: {gaps:?}\n{}",
+        all(&procs)
+    );
     assert!(extra.is_empty(), "unexpected fire times: {extra:?}");
     assert!(doubled.is_empty(), "duplicate fire times: {doubled:?}");
     // Each fire time ran to exactly one success.
@@ -585,7 +655,11 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
     let mut long = Vec::new();
     for i in 0..LONG {
-        long.push(host.trigger("long", json!({"name": format!("n{i}")})).await.id);
+        long.push(
+            host.trigger("long", json!({"name": format!("n{i}")}))
+                .await
+                .id,
+        );
     }
     let dir = host.dir.path();
     let r1 = Proc::serve("R1", &host.url, dir, &flags("4"));
@@ -593,15 +667,19 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     let procs = [&r1, &r2];
 
     // Every long trigger running and past its second checkpoint.
-    eventually(Duration::from_secs(60), "all long triggers mid-run", || async {
-        let mut ready = 0;
-        for id in &long {
-            let t = host.store.trigger_get(*id).await.unwrap();
-            let cp = checkpoint(&host, *id).await;
-            ready += (t.state == "running" && cp.is_some_and(|(seq, _, _)| seq >= 2)) as usize;
-        }
-        (ready == LONG).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "all long triggers mid-run",
+        || async {
+            let mut ready = 0;
+            for id in &long {
+                let t = host.store.trigger_get(*id).await.unwrap();
+                let cp = checkpoint(&host, *id).await;
+                ready += (t.state == "running" && cp.is_some_and(|(seq, _, _)| seq >= 2)) as usize;
+            }
+            (ready == LONG).then_some(())
+        },
+    )
     .await;
     let outage_started = Instant::now();
     match &pg {
@@ -614,41 +692,74 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     }
     println!("database outage: {:?}", outage_started.elapsed());
 
-    let done = eventually(Duration::from_secs(90), "every long trigger finishes", || async {
-        let mut finished = Vec::new();
-        for id in &long {
-            // The test's own pool may still be reconnecting.
-            let Ok(t) = host.store.trigger_get(*id).await else {
-                return None;
-            };
-            if !matches!(t.state.as_str(), "succeeded" | "failed") {
-                return None;
+    let done = eventually(
+        Duration::from_secs(90),
+        "every long trigger finishes",
+        || async {
+            let mut finished = Vec::new();
+            for id in &long {
+                // The test's own pool may still be reconnecting.
+                let Ok(t) = host.store.trigger_get(*id).await else {
+                    return None;
+                };
+                if !matches!(t.state.as_str(), "succeeded" | "failed") {
+                    return None;
+                }
+                finished.push(t);
             }
-            finished.push(t);
-        }
-        Some(finished)
-    })
+            Some(finished)
+        },
+    )
     .await;
     let converged = outage_started.elapsed();
     let end = host.store.now_ms().await.unwrap() / 1000 * 1000 - 1000;
     let start = (active_from / 1000 + 1) * 1000;
-    eventually(Duration::from_secs(30), "every tick in the window ran", || async {
-        let n: i64 = sqlx::query_scalar(host.store.sql(
-            "SELECT count(*) FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ? \
+    eventually(
+        Duration::from_secs(30),
+        "every tick in the window ran",
+        || async {
+            let n: i64 = sqlx::query_scalar(host.store.sql(
+                "SELECT count(*) FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ? \
              AND state <> 'succeeded'",
-        ))
-        .bind(end)
-        .fetch_one(host.store.pool())
-        .await
-        .ok()?;
-        (n == 0).then_some(())
-    })
+            ))
+            .bind(end)
+            .fetch_one(host.store.pool())
+            .await
+            .ok()?;
+            (n == 0).then_some(())
+        },
+    )
     .await;
 
     // The runners lost their leases and said so.
-    let all_logs = logs(&procs);
+    let mut all_logs = logs(&procs);
+    if let Some(pg) = &pg {
+        all_logs.push_str(&format!("--- throwaway PostgreSQL log ---\n{}", pg.log()));
+    }
+    let said: Vec<(&str, usize)> = [
+        "heartbeat failed",
+        "heartbeat timed out",
+        "cannot confirm lease; closing commit gate",
+        "checkpoint save failed",
+        "commit gate closed; result discarded",
+        "claim failed",
+        "scan failed",
+    ]
+    .into_iter()
+    .map(|m| (m, all_logs.matches(m).count()))
+    .collect();
+    println!("database outage: runner log lines {said:?}");
+    // Every attempt in flight lost its lease (no renewal for three
+    // heartbeats), closed its gate and discarded its result.
     assert!(
-        all_logs.contains("commit gate closed; result discarded"),
+        all_logs.contains("cannot confirm lease; closing commit gate"),
+        "{all_logs}"
+    );
+    assert!(
+        all_logs
+            .matches("commit gate closed; result discarded")
+            .count()
+            >= LONG,
         "{all_logs}"
     );
     assert!(
@@ -679,7 +790,7 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
         "database outage: converged {converged:?} after the outage began; {retried}/{LONG} \
          long triggers re-run, resumed from {resumed:?}; {attempts_total} attempts in all"
     );
-    assert!(retried > 0, "the outage must have interrupted some attempt");
+    assert_eq!(retried, LONG, "every attempt in flight was interrupted");
     assert!(
         done.iter()
             .zip(&resumed)

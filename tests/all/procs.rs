@@ -201,7 +201,17 @@ impl PgServer {
         );
         let log = self.dir.join("server.log").display().to_string();
         self.as_postgres(&[
-            "pg_ctl", "-D", &self.data(), "-o", &options, "-l", &log, "-w", "-t", "60", "start",
+            "pg_ctl",
+            "-D",
+            &self.data(),
+            "-o",
+            &options,
+            "-l",
+            &log,
+            "-w",
+            "-t",
+            "60",
+            "start",
         ]);
     }
 
