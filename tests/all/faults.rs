@@ -105,8 +105,9 @@ fn logs(procs: &[&Proc]) -> String {
 /// locks while frozen: on PostgreSQL the trigger's row lock, which the
 /// claim's `FOR UPDATE SKIP LOCKED` then skips, so nobody takes the
 /// trigger over until the process resumes; on SQLite the database's write
-/// lock, which stalls every writer. That is a hazard of its own (see the
-/// report of issue 4), not the stale-writer case, so this probes with a
+/// lock, which stalls every writer. That is a hazard of its own (reproduced
+/// by `a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover`),
+/// not the stale-writer case, so this probes with a
 /// no-op write to the trigger's row and, if the probe waits, lets the
 /// process run a moment and stops it again. Returns how many retries that
 /// took.
