@@ -11,6 +11,7 @@ mod bad_input;
 mod croner_policy;
 mod effects;
 mod effects_storm;
+mod faults;
 mod group_commit;
 mod guests;
 mod leases;

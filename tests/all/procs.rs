@@ -121,3 +121,156 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// A throwaway PostgreSQL server for one test, so a test may stop and start
+/// its database without touching the server the rest of the suite shares.
+/// Runs as the `postgres` user (initdb refuses root) from a data directory
+/// of its own, on a free port, trust authentication, listening on
+/// 127.0.0.1 only (its socket in the data directory). Dropping it stops the
+/// server (`pg_ctl -m immediate`) and removes the directory.
+pub struct PgServer {
+    pub port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl PgServer {
+    /// The first `/usr/lib/postgresql/*/bin` that has `initdb`, or `None`.
+    pub fn binaries() -> Option<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .filter(|bin| bin.join("initdb").exists())
+            .collect();
+        found.sort();
+        found.pop()
+    }
+
+    /// `initdb` a fresh cluster and start it.
+    pub fn start() -> Self {
+        let bin = Self::binaries().expect("no PostgreSQL binaries under /usr/lib/postgresql");
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "paddock-pg-{}-{port}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+        let server = Self { port, dir, bin };
+        server.as_postgres(&[
+            "initdb",
+            "--auth=trust",
+            "--username=postgres",
+            "--no-sync",
+            "--no-instructions",
+            "--encoding=UTF8",
+            "-D",
+            &server.data(),
+        ]);
+        server.pg_start();
+        server
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    /// `runuser -u postgres -- BIN/TOOL ARGS`, which must succeed.
+    fn as_postgres(&self, args: &[&str]) {
+        let tool = self.bin.join(args[0]);
+        run(Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(tool)
+            .args(&args[1..])
+            .current_dir(&self.dir));
+    }
+
+    fn pg_start(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("server.log").display().to_string();
+        self.as_postgres(&[
+            "pg_ctl",
+            "-D",
+            &self.data(),
+            "-o",
+            &options,
+            "-l",
+            &log,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]);
+    }
+
+    /// `pg_ctl stop -m fast`: clients are disconnected, the server is down
+    /// when this returns.
+    pub fn stop(&self) {
+        self.as_postgres(&["pg_ctl", "-D", &self.data(), "-m", "fast", "-w", "stop"]);
+    }
+
+    /// Start again (same data, same port).
+    pub fn start_again(&self) {
+        self.pg_start();
+    }
+
+    /// A URL for database `db` on this server.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// `CREATE DATABASE name`; returns its URL.
+    pub async fn create_database(&self, name: &str) -> String {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .expect("connect to the throwaway server");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        self.url(name)
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .args(["-D", &self.data(), "-m", "immediate", "-w", "stop"])
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Run a command to success, or panic with its output.
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("start command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

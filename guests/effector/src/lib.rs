@@ -20,6 +20,16 @@
 //! optional). Optional `mode`: `"invoke"` (default) or `"query"`, which calls
 //! `effects::query(connector, key)` instead and returns the recorded outcome
 //! (`{"outcome":"none"}` when there is no record) without performing anything.
+//!
+//! Steps before the effect (for the fault-injection tests), with `mode`
+//! `"invoke"` only: `steps` (integer, default 0) and `spin_per_step`
+//! (integer, default 0: busy-loop iterations per step). When `steps` is
+//! given the guest resumes from its checkpoint (a `u32` step counter,
+//! little-endian), saves a checkpoint after every step, invokes the effect,
+//! then saves one more checkpoint (`steps + 1`: the effect was answered),
+//! and its output gains `"resumed_from":K,"attempt":N` (the counter loaded
+//! at the start and the attempt number). A refused checkpoint (`lease-lost`,
+//! pause, cancel) ends the run with a transient / permanent error.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -27,8 +37,8 @@ wit_bindgen::generate!({
 });
 
 use paddock::job::effects::{self, EffectError, Outcome, Request};
-use paddock::job::types::ErrorClass;
-use paddock::job::{context, log};
+use paddock::job::types::{Control, ErrorClass};
+use paddock::job::{checkpoint, context, log};
 
 struct Effector;
 
@@ -62,6 +72,73 @@ fn str_param(
             None => Err(invalid(format!("param `{key}` must be a string"))),
         },
     }
+}
+
+/// An optional non-negative integer param.
+fn int_param(params: &minijson::Value, key: &str, max: u64) -> Result<Option<u64>, JobError> {
+    match params.get(key) {
+        None => Ok(None),
+        Some(v) if v.is_null() => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= max => Ok(Some(n)),
+            _ => Err(invalid(format!(
+                "param `{key}` must be an integer from 0 to {max}"
+            ))),
+        },
+    }
+}
+
+/// Save checkpoint `step`; an error unless the host says proceed.
+fn save(step: u32) -> Result<(), JobError> {
+    match checkpoint::save(&step.to_le_bytes()) {
+        Control::Proceed => Ok(()),
+        Control::LeaseLost => {
+            log::log(
+                log::Level::Warn,
+                &format!("effector: lease lost saving step {step}"),
+            );
+            Err(error(
+                ErrorClass::Transient,
+                format!("lease lost at step {step}; checkpoint not saved"),
+            ))
+        }
+        Control::PauseRequested => Err(error(
+            ErrorClass::Transient,
+            format!("paused at step {step}"),
+        )),
+        Control::CancelRequested => Err(error(
+            ErrorClass::Permanent,
+            format!("cancelled at step {step}"),
+        )),
+    }
+}
+
+/// Resume from the checkpoint and run the steps up to `steps`. Returns the
+/// step the run resumed from.
+fn run_steps(steps: u32, spin_per_step: u64) -> Result<u32, JobError> {
+    let resumed_from = match checkpoint::load() {
+        None => 0,
+        Some(bytes) => {
+            let raw: [u8; 4] = bytes.as_slice().try_into().map_err(|_| {
+                error(
+                    ErrorClass::Permanent,
+                    format!("corrupt checkpoint: expected 4 bytes, got {}", bytes.len()),
+                )
+            })?;
+            u32::from_le_bytes(raw)
+        }
+    };
+    let mut step = resumed_from;
+    while step < steps {
+        let mut acc = 0u64;
+        for i in 0..spin_per_step {
+            acc = core::hint::black_box(acc.wrapping_add(i));
+        }
+        core::hint::black_box(acc);
+        step += 1;
+        save(step)?;
+    }
+    Ok(resumed_from)
 }
 
 fn outcome_json(kind: &str, body: &str) -> String {
@@ -126,6 +203,12 @@ impl Guest for Effector {
                 let action = str_param(&params, "action", true)?.unwrap_or_default();
                 let payload = str_param(&params, "payload", false)?.unwrap_or_default();
                 let compensates = str_param(&params, "compensates", false)?;
+                let steps = int_param(&params, "steps", u32::MAX as u64 - 1)?.map(|n| n as u32);
+                let spin_per_step = int_param(&params, "spin_per_step", u64::MAX)?.unwrap_or(0);
+                let resumed_from = match steps {
+                    Some(steps) => Some(run_steps(steps, spin_per_step)?),
+                    None => None,
+                };
                 log::log(
                     log::Level::Info,
                     &format!(
@@ -140,10 +223,23 @@ impl Guest for Effector {
                     payload: payload.into_bytes(),
                     compensates,
                 };
-                match effects::invoke(&req) {
+                let result = match effects::invoke(&req) {
                     Ok(outcome) => map_outcome(outcome),
                     Err(e) => Err(map_effect_error(e)),
-                }
+                };
+                let (Some(steps), Some(resumed_from)) = (steps, resumed_from) else {
+                    return result;
+                };
+                // The effect was answered (whatever the answer): record it,
+                // then report where this run started.
+                save(steps + 1)?;
+                let mut out = String::from_utf8(result?).unwrap_or_default();
+                out.pop(); // the closing brace
+                out.push_str(&format!(
+                    ",\"resumed_from\":{resumed_from},\"attempt\":{}}}",
+                    inv.attempt
+                ));
+                Ok(out.into_bytes())
             }
             "query" => {
                 log::log(

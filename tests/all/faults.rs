@@ -1,0 +1,958 @@
+//! Fault injection with real processes and real signals (issue 4): a stale
+//! writer paused mid-run, a runner killed mid-job, a scheduler killed while
+//! it owns shards, and a database restart. Every `paddock serve` here is a
+//! separate process started by `procs::Proc` (killed on drop); the test
+//! process only creates work, injects the fault and reads the database.
+//!
+//! Timing assertions are deliberately loose (the machine is shared): each
+//! figure that matters is printed (`cargo test ... -- --nocapture`) and
+//! asserted only against a generous bound.
+
+use crate::ledger::{Ledger, connector, effect, put};
+use crate::procs::{PgServer, Proc, eventually};
+use crate::{TestHost, postgres_base_url};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// Lease 2 s, heartbeat 0.5 s, poll 0.1 s.
+const LEASE: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_millis(100);
+fn flags(concurrency: &'static str) -> [&'static str; 8] {
+    [
+        "--lease",
+        "2s",
+        "--heartbeat",
+        "500ms",
+        "--poll",
+        "100ms",
+        "--concurrency",
+        concurrency,
+    ]
+}
+
+async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
+    sqlx::query_scalar(host.store.sql(sql))
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap()
+}
+
+async fn counter(host: &TestHost, name: &str) -> i64 {
+    host.store.counter(name).await.unwrap()
+}
+
+/// (seq, data as u32, fencing_token) of a trigger's checkpoint.
+async fn checkpoint(host: &TestHost, trigger_id: i64) -> Option<(i64, u32, i64)> {
+    let row: Option<(i64, Vec<u8>, i64)> = sqlx::query_as(
+        host.store
+            .sql("SELECT seq, data, fencing_token FROM checkpoints WHERE trigger_id = ?"),
+    )
+    .bind(trigger_id)
+    .fetch_optional(host.store.pool())
+    .await
+    .unwrap();
+    row.map(|(seq, data, token)| {
+        (
+            seq,
+            u32::from_le_bytes(data.as_slice().try_into().unwrap()),
+            token,
+        )
+    })
+}
+
+fn result(t: &paddock::store::TriggerRecord) -> Value {
+    serde_json::from_slice(t.result.as_deref().unwrap_or(b"null")).unwrap()
+}
+
+/// Requests parked at the ledger's hold for `key`.
+async fn held(ledger: &Ledger, key: &str) -> u64 {
+    let holds: Value = reqwest::get(format!("{}/admin/holds", ledger.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    holds["holds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["hold_key"] == key)
+        .and_then(|h| h["waiting"].as_u64())
+        .unwrap_or(0)
+}
+
+fn logs(procs: &[&Proc]) -> String {
+    procs
+        .iter()
+        .map(|p| {
+            format!(
+                "--- {} stdout ---\n{}--- {} stderr ---\n{}",
+                p.name,
+                p.stdout(),
+                p.name,
+                p.stderr()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// SIGSTOP `p` at a moment it holds no lock on trigger `trigger_id`.
+///
+/// A process frozen inside one of its multi-statement transactions (a
+/// heartbeat is BEGIN; UPDATE triggers; UPDATE attempts; COMMIT) keeps its
+/// locks while frozen: on PostgreSQL the trigger's row lock, which the
+/// claim's `FOR UPDATE SKIP LOCKED` then skips, so nobody takes the
+/// trigger over until the process resumes; on SQLite the database's write
+/// lock, which stalls every writer. That is a hazard of its own (reproduced
+/// by `a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover`),
+/// not the stale-writer case, so this probes with a
+/// no-op write to the trigger's row and, if the probe waits, lets the
+/// process run a moment and stops it again. Returns how many retries that
+/// took.
+async fn stop_outside_a_transaction(p: &Proc, host: &TestHost, trigger_id: i64) -> usize {
+    for retry in 0..20 {
+        p.signal("STOP");
+        let probe = tokio::time::timeout(
+            Duration::from_secs(2),
+            sqlx::query(
+                host.store
+                    .sql("UPDATE triggers SET priority = priority WHERE id = ?"),
+            )
+            .bind(trigger_id)
+            .execute(host.store.pool()),
+        )
+        .await;
+        if matches!(probe, Ok(Ok(_))) {
+            return retry;
+        }
+        println!(
+            "{} was stopped holding a lock ({probe:?}); retrying",
+            p.name
+        );
+        p.signal("CONT");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} could not be stopped outside a transaction", p.name);
+}
+
+/// 1. The stale writer. A claims the trigger (token 77), checkpoints five
+/// steps and sends its effect, which the ledger parks; A is SIGSTOPped.
+/// B claims after the lease lapses (78), resumes from A's checkpoint,
+/// sends the effect again under 78 and commits. A is SIGCONTed: its
+/// heartbeat is refused, then the ledger answers its parked request with
+/// a stale-token refusal, A's effect outcome write is refused by the store,
+/// its checkpoint and its commit are stopped at the closed gate. Every
+/// refusal is counted, and none of A's writes landed: the checkpoint, the
+/// effect row and the trigger's result are B's, and the ledger applied one
+/// effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    // Long enough that A's parked request does not time out while A sleeps.
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(120), true),
+    )
+    .await;
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
+        .await;
+    host.job(
+        "release",
+        "effector",
+        "resource_group = \"faults\"\nconnectors = [\"ledger\"]\n\
+         [retry]\nmax_attempts = 5\nbackoff = \"100ms\"\njitter = false",
+    )
+    .await;
+    let key = "RES-77/release/v1";
+    let mut params = effect("ledger", "RES-77", "release", key, 10);
+    params["steps"] = json!(5);
+    params["spin_per_step"] = json!(1_000_000);
+    let t = host.trigger("release", params).await;
+    // Bring the trigger to token 76 so A's claim holds 77.
+    sqlx::query(
+        host.store
+            .sql("UPDATE triggers SET fencing_token = 76 WHERE id = ?"),
+    )
+    .bind(t.id)
+    .execute(host.store.pool())
+    .await
+    .unwrap();
+    ledger.hold(key, 77).await;
+
+    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
+    eventually(
+        Duration::from_secs(60),
+        "A's effect parked at the ledger",
+        || async { (held(&ledger, key).await >= 1).then_some(()) },
+    )
+    .await;
+    let tr = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (
+            tr.state.as_str(),
+            tr.lease_owner.as_deref(),
+            tr.fencing_token
+        ),
+        ("running", Some("A"), 77)
+    );
+    assert_eq!(
+        checkpoint(&host, t.id).await,
+        Some((5, 5, 77)),
+        "A checkpointed its 5 steps"
+    );
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state.as_str(), rec.fencing_token, rec.sends),
+        ("intent", 77, 1)
+    );
+
+    // A sleeps with its request in flight (outside a transaction: see
+    // `stop_outside_a_transaction`).
+    let retries = stop_outside_a_transaction(&a, &host, t.id).await;
+    println!("stale writer: A stopped outside a transaction after {retries} retries");
+    let paused = Instant::now();
+    let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
+    let done = eventually(
+        Duration::from_secs(60),
+        "B completes the trigger",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            (tr.state == "succeeded").then_some(tr)
+        },
+    )
+    .await;
+    println!(
+        "stale writer: B committed {:?} after A's pause",
+        paused.elapsed()
+    );
+    assert_eq!(done.fencing_token, 78);
+    let out = result(&done);
+    assert_eq!(out["outcome"], "done", "{out}");
+    assert_eq!(out["attempt"], 2, "{out}");
+    assert_eq!(
+        out["resumed_from"], 5,
+        "B resumed from A's checkpoint: {out}"
+    );
+    let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["fencing_token"], 78, "{body}");
+    assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state.as_str(), rec.fencing_token, rec.sends),
+        ("succeeded", 78, 2)
+    );
+    assert_eq!(ledger.stat("applied").await, 1);
+    assert_eq!(
+        counter(&host, "stale_token_rejections").await,
+        0,
+        "nothing stale was written yet"
+    );
+
+    // A wakes up. Its request is still parked, so the attempt is still in
+    // its effect call: the first write it makes is its heartbeat.
+    a.signal("CONT");
+    eventually(
+        Duration::from_secs(30),
+        "A's heartbeat is refused",
+        || async { (counter(&host, "stale_token_rejections").await >= 1).then_some(()) },
+    )
+    .await;
+    // Now the parked request (token 77) reaches the ledger, which has seen
+    // 78 for this resource: refused, and A's outcome write is refused too.
+    ledger.release(key).await;
+    eventually(
+        Duration::from_secs(30),
+        "A gives up its attempt",
+        || async {
+            a.stderr()
+                .contains("commit gate closed; result discarded")
+                .then_some(())
+        },
+    )
+    .await;
+    let a_log = a.stderr();
+    assert!(a_log.contains("stale heartbeat rejected"), "{a_log}");
+    assert!(
+        a_log.contains("downstream refused the fencing token"),
+        "{a_log}"
+    );
+    assert!(a_log.contains("stale effect outcome rejected"), "{a_log}");
+
+    // Counted on both sides: host = heartbeat + effect outcome.
+    let stats = ledger.stats().await;
+    assert_eq!(
+        stats["applied"], 1,
+        "exactly one effect downstream: {stats}"
+    );
+    assert_eq!(stats["stale_token_rejections"], 1, "{stats}");
+    assert_eq!(ledger.resource("RES-77").await["balance"], 110);
+    assert_eq!(counter(&host, "downstream_stale_token_rejections").await, 1);
+    assert_eq!(counter(&host, "stale_effect_writes").await, 1);
+    assert_eq!(counter(&host, "stale_token_rejections").await, 2);
+
+    // None of A's writes landed: checkpoint, effect and result are B's.
+    let after = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (
+            after.state.as_str(),
+            after.fencing_token,
+            &after.result,
+            after.updated_at,
+            after.finished_at
+        ),
+        (
+            "succeeded",
+            78,
+            &done.result,
+            done.updated_at,
+            done.finished_at
+        )
+    );
+    assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
+    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state.as_str(), rec.fencing_token, rec.sends),
+        ("succeeded", 78, 2)
+    );
+    let attempts = host.store.attempts_for(t.id).await.unwrap();
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.runner_id.as_str(), a.fencing_token, a.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [("A", 77, Some("expired")), ("B", 78, Some("succeeded"))]
+    );
+    assert_eq!(scalar(&host, "SELECT count(*) FROM effects").await, 1);
+    assert_eq!(host.count("triggers").await, 1);
+    drop((a, b));
+    ledger.stop().await;
+}
+
+/// 2. A runner SIGKILLed mid-job: another process takes the trigger over
+/// from the last checkpoint once the lease lapses (lease + one poll, plus
+/// slack for a loaded machine); two attempts, one result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkpoint() {
+    let host = TestHost::new().await;
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
+        .await;
+    host.job(
+        "long",
+        "hello",
+        "resource_group = \"faults\"\n[params]\nsteps = 60\nspin_per_step = 50000000",
+    )
+    .await;
+    let t = host.trigger("long", json!({})).await;
+    let mut a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
+    eventually(Duration::from_secs(60), "A claims the trigger", || async {
+        let tr = host.store.trigger_get(t.id).await.unwrap();
+        (tr.lease_owner.as_deref() == Some("A")).then_some(())
+    })
+    .await;
+    // B is up and polling before the crash.
+    let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
+    let saved = eventually(Duration::from_secs(60), "A saves 3 checkpoints", || async {
+        checkpoint(&host, t.id)
+            .await
+            .filter(|(seq, _, _)| *seq >= 3)
+    })
+    .await;
+    let before = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (before.state.as_str(), before.lease_owner.as_deref()),
+        ("running", Some("A")),
+        "A must still be mid-job when killed (make the steps slower)"
+    );
+    a.kill();
+    let killed = Instant::now();
+    let takeover = eventually(
+        Duration::from_secs(30),
+        "B takes the trigger over",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            (tr.lease_owner.as_deref() == Some("B")).then(|| killed.elapsed())
+        },
+    )
+    .await;
+    let last = checkpoint(&host, t.id).await.unwrap();
+    println!(
+        "crash: killed A after checkpoint {} was seen; B took over after {takeover:?} \
+         (lease {LEASE:?} + poll {POLL:?})",
+        saved.0
+    );
+    // The lease was renewed at most one heartbeat before the kill, so the
+    // takeover is due within lease + poll; 5 s of slack for the load.
+    assert!(
+        takeover <= LEASE + POLL + Duration::from_secs(5),
+        "takeover took {takeover:?}"
+    );
+    let done = eventually(
+        Duration::from_secs(60),
+        "B finishes the trigger",
+        || async {
+            let tr = host.store.trigger_get(t.id).await.unwrap();
+            matches!(tr.state.as_str(), "succeeded" | "failed").then_some(tr)
+        },
+    )
+    .await;
+    assert_eq!(done.state, "succeeded", "{:?}", done.error_message);
+    let out = result(&done);
+    let resumed = out["resumed_from"].as_u64().unwrap();
+    println!(
+        "crash: B resumed from step {resumed} (checkpoint seq {} at takeover)",
+        last.0
+    );
+    assert!(resumed > 0 && resumed >= saved.1 as u64, "{out}");
+    assert_eq!(out["steps"], 60);
+    assert_eq!(done.attempts, 2);
+    assert_eq!(done.fencing_token, 2);
+    assert_eq!(host.count("attempts").await, 2);
+    assert_eq!(
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE result IS NOT NULL"
+        )
+        .await,
+        1
+    );
+    let attempts = host.store.attempts_for(t.id).await.unwrap();
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.runner_id.as_str(), a.fencing_token, a.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [("A", 1, Some("expired")), ("B", 2, Some("succeeded"))]
+    );
+    // The survivor drains on SIGTERM and exits cleanly.
+    let mut b = b;
+    b.signal("TERM");
+    let status = b.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        b.stderr()
+    );
+    assert!(b.stderr().contains("paddock serve: stopped"));
+}
+
+/// 3. A scheduler killed while it owns shards. Three `serve` processes
+/// share the 16 shards and 20 jobs firing every second (misfire `all`, a
+/// 2 s threshold so the outage's times count as missed and are caught up
+/// within a 1 min window). The process owning the most job-bearing shards
+/// is SIGKILLed for 10 s, then started again. Over the window every fire
+/// time of every job exists exactly once and ran exactly once: no gap, no
+/// duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons() {
+    const JOBS: usize = 20;
+    let host = TestHost::new().await;
+    let schedule = "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"\n\
+                    misfire = \"all\"\nmisfire_threshold = \"2s\"\ncatchup_window = \"1m\"\n\
+                    max_catchup = 1000\nmax_in_flight = 1000\noverlap = \"allow\"";
+    let mut jobs = Vec::new();
+    for i in 0..JOBS {
+        let id = format!("tick-{i:02}");
+        host.job(&id, "noop", schedule).await;
+        jobs.push(id);
+    }
+    let shards = host.store.shard_count().await.unwrap();
+    let shard_of: BTreeMap<String, u32> = jobs
+        .iter()
+        .map(|j| (j.clone(), paddock::schedule::shard_of(j, shards)))
+        .collect();
+    let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
+    let dir = host.dir.path();
+    let mut procs: Vec<Proc> = ["S1", "S2", "S3"]
+        .iter()
+        .map(|name| Proc::serve(name, &host.url, dir, &flags("8")))
+        .collect();
+    let all = |procs: &[Proc]| logs(&procs.iter().collect::<Vec<_>>());
+
+    // Every shard owned, and a few seconds of steady state.
+    let owners = eventually(Duration::from_secs(60), "all shards owned", || async {
+        let list = host.store.shards_list().await.unwrap();
+        list.iter().all(|s| s.owner.is_some()).then(|| {
+            list.iter()
+                .map(|s| (s.shard as u32, s.owner.clone().unwrap()))
+                .collect::<BTreeMap<u32, String>>()
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let owners_now: BTreeMap<u32, String> = host
+        .store
+        .shards_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|s| Some((s.shard as u32, s.owner?)))
+        .collect();
+    let mut load: BTreeMap<&str, usize> = BTreeMap::new();
+    for shard in shard_of.values() {
+        if let Some(owner) = owners_now.get(shard) {
+            *load.entry(owner.as_str()).or_default() += 1;
+        }
+    }
+    let (victim_owner, victim_jobs) = load
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(o, n)| (o.to_string(), *n))
+        .expect("some shard with jobs is owned");
+    let victim = procs
+        .iter()
+        .position(|p| victim_owner == format!("{}-scheduler", p.name))
+        .expect("the owner is one of ours");
+    println!(
+        "scheduler crash: owners at start {owners:?}; jobs per owner {load:?}; killing {}",
+        procs[victim].name
+    );
+    let name = procs[victim].name.clone();
+    procs[victim].kill();
+    let killed_at = host.store.now_ms().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    procs[victim] = Proc::serve(&name, &host.url, dir, &flags("8"));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    // The window: whole seconds after activation up to now; wait until every
+    // shard has scanned past it and every fire time in it has run.
+    let end = host.store.now_ms().await.unwrap() / 1000 * 1000;
+    let start = (active_from / 1000 + 1) * 1000;
+    eventually(
+        Duration::from_secs(30),
+        "every shard scanned past the window",
+        || async {
+            let list = host.store.shards_list().await.unwrap();
+            list.iter()
+                .all(|s| s.watermark.is_some_and(|w| w > end))
+                .then_some(())
+        },
+    )
+    .await;
+    let unfinished = || async {
+        sqlx::query_scalar::<_, i64>(host.store.sql(
+            "SELECT count(*) FROM triggers WHERE scheduled_at <= ? AND state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')",
+        ))
+        .bind(end)
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap()
+    };
+    let drained = Instant::now();
+    let left = eventually(
+        Duration::from_secs(60),
+        "every fire time in the window ran",
+        || async {
+            let n = unfinished().await;
+            (n == 0).then_some(n)
+        },
+    )
+    .await;
+    println!(
+        "scheduler crash: window {} s, drained {:?} after its end",
+        (end - start) / 1000 + 1,
+        drained.elapsed()
+    );
+    assert_eq!(left, 0);
+
+    // (job, time) → (triggers, succeeded attempts, state, created late).
+    let rows: Vec<(String, i64, String, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.job_id, t.scheduled_at, t.state, t.created_at FROM triggers t \
+         WHERE t.origin = 'schedule' AND t.scheduled_at >= ? AND t.scheduled_at <= ?",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    let mut seen: BTreeMap<(String, i64), usize> = BTreeMap::new();
+    let mut late = 0;
+    let mut late_after_kill = 0;
+    for (job, at, state, created) in &rows {
+        *seen.entry((job.clone(), *at)).or_default() += 1;
+        assert_eq!(state, "succeeded", "{job} @ {at}\n{}", all(&procs));
+        if created - at > 2_000 {
+            late += 1;
+            if *at >= killed_at {
+                late_after_kill += 1;
+            }
+        }
+    }
+    let expected: BTreeSet<(String, i64)> = jobs
+        .iter()
+        .flat_map(|j| (start..=end).step_by(1000).map(move |s| (j.clone(), s)))
+        .collect();
+    let found: BTreeSet<(String, i64)> = seen.keys().cloned().collect();
+    let gaps: Vec<_> = expected.difference(&found).collect();
+    let extra: Vec<_> = found.difference(&expected).collect();
+    let doubled: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        gaps.is_empty(),
+        "missing fire times: {gaps:?}\n{}",
+        all(&procs)
+    );
+    assert!(extra.is_empty(), "unexpected fire times: {extra:?}");
+    assert!(doubled.is_empty(), "duplicate fire times: {doubled:?}");
+    // Each fire time ran to exactly one success.
+    let succeeded_attempts: Vec<(i64, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.id, count(a.id) FROM triggers t JOIN attempts a ON a.trigger_id = t.id \
+         AND a.outcome = 'succeeded' WHERE t.origin = 'schedule' AND t.scheduled_at >= ? \
+         AND t.scheduled_at <= ? GROUP BY t.id",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(succeeded_attempts.len(), expected.len());
+    assert!(succeeded_attempts.iter().all(|(_, n)| *n == 1));
+    println!(
+        "scheduler crash: {} fire times ({} jobs x {} s), {late} created late (caught up), \
+         {late_after_kill} of them after the kill; victim owned {victim_jobs} job(s)",
+        expected.len(),
+        JOBS,
+        expected.len() / JOBS
+    );
+    assert!(
+        late_after_kill > 0,
+        "the outage's fire times must have been caught up by another owner"
+    );
+    drop(procs);
+}
+
+/// A `TestHost` on a database URL of the test's choosing.
+async fn host_at(url: String) -> TestHost {
+    let store = paddock::Store::open(&url).await.unwrap();
+    let sandbox =
+        paddock::sandbox::Sandbox::new(paddock::sandbox::SandboxConfig::default()).unwrap();
+    let registry = paddock::registry::Registry::new(store.clone(), sandbox.clone());
+    TestHost {
+        url,
+        store,
+        sandbox,
+        registry,
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Hold SQLite's write lock (`BEGIN IMMEDIATE` on a connection of our own)
+/// for `d`: every writer waits, readers go on.
+async fn hold_sqlite_write_lock(url: &str, d: Duration) {
+    use sqlx::{Connection, Executor};
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    conn.execute("BEGIN IMMEDIATE").await.unwrap();
+    tokio::time::sleep(d).await;
+    conn.execute("COMMIT").await.unwrap();
+    conn.close().await.unwrap();
+}
+
+/// 4. The database goes away under two runners with long jobs in flight
+/// and a one-second cron job. On PostgreSQL the server is really stopped
+/// (`pg_ctl -m fast`, every connection cut) and started again 4 s later;
+/// it is a throwaway server of this test's own, never the shared one. On
+/// SQLite, which is embedded and cannot be restarted under its processes,
+/// the outage is modelled by holding the write lock for 4 s: every write
+/// (renewals, checkpoints, claims, scans) waits, which is what a runner
+/// sees of a database it cannot reach. Either way the runners fail their
+/// renewals and close their gates, nothing they ran counts, and once the
+/// database is back the system converges: every trigger ran to exactly one
+/// result, the interrupted ones resumed from their checkpoints, and every
+/// fire time of the cron job exists once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result() {
+    const LONG: usize = 6;
+    const OUTAGE: Duration = Duration::from_secs(4);
+    let pg = postgres_base_url().map(|_| PgServer::start());
+    let host = match &pg {
+        Some(pg) => host_at(pg.create_database("paddock").await).await,
+        None => {
+            println!(
+                "database outage on SQLite: modelled by holding the write lock for {OUTAGE:?} \
+                 (an embedded database cannot be restarted under its processes)"
+            );
+            TestHost::new().await
+        }
+    };
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
+        .await;
+    host.job(
+        "long",
+        "hello",
+        "resource_group = \"faults\"\n[params]\nsteps = 60\nspin_per_step = 50000000",
+    )
+    .await;
+    host.job(
+        "tick",
+        "noop",
+        "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"\n\
+         misfire = \"all\"\nmisfire_threshold = \"2s\"\ncatchup_window = \"1m\"\n\
+         max_catchup = 1000\nmax_in_flight = 1000\noverlap = \"allow\"",
+    )
+    .await;
+    let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
+    let mut long = Vec::new();
+    for i in 0..LONG {
+        long.push(
+            host.trigger("long", json!({"name": format!("n{i}")}))
+                .await
+                .id,
+        );
+    }
+    let dir = host.dir.path();
+    let r1 = Proc::serve("R1", &host.url, dir, &flags("4"));
+    let r2 = Proc::serve("R2", &host.url, dir, &flags("4"));
+    let procs = [&r1, &r2];
+
+    // Every long trigger running and past its second checkpoint.
+    eventually(
+        Duration::from_secs(60),
+        "all long triggers mid-run",
+        || async {
+            let mut ready = 0;
+            for id in &long {
+                let t = host.store.trigger_get(*id).await.unwrap();
+                let cp = checkpoint(&host, *id).await;
+                ready += (t.state == "running" && cp.is_some_and(|(seq, _, _)| seq >= 2)) as usize;
+            }
+            (ready == LONG).then_some(())
+        },
+    )
+    .await;
+    let outage_started = Instant::now();
+    match &pg {
+        Some(pg) => {
+            pg.stop();
+            tokio::time::sleep(OUTAGE).await;
+            pg.start_again();
+        }
+        None => hold_sqlite_write_lock(&host.url, OUTAGE).await,
+    }
+    println!("database outage: {:?}", outage_started.elapsed());
+
+    let done = eventually(
+        Duration::from_secs(90),
+        "every long trigger finishes",
+        || async {
+            let mut finished = Vec::new();
+            for id in &long {
+                // The test's own pool may still be reconnecting.
+                let Ok(t) = host.store.trigger_get(*id).await else {
+                    return None;
+                };
+                if !matches!(t.state.as_str(), "succeeded" | "failed") {
+                    return None;
+                }
+                finished.push(t);
+            }
+            Some(finished)
+        },
+    )
+    .await;
+    let converged = outage_started.elapsed();
+    let end = host.store.now_ms().await.unwrap() / 1000 * 1000 - 1000;
+    let start = (active_from / 1000 + 1) * 1000;
+    eventually(
+        Duration::from_secs(30),
+        "every tick in the window ran",
+        || async {
+            let n: i64 = sqlx::query_scalar(host.store.sql(
+                "SELECT count(*) FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ? \
+             AND state <> 'succeeded'",
+            ))
+            .bind(end)
+            .fetch_one(host.store.pool())
+            .await
+            .ok()?;
+            (n == 0).then_some(())
+        },
+    )
+    .await;
+
+    // The runners lost their leases and said so.
+    let mut all_logs = logs(&procs);
+    if let Some(pg) = &pg {
+        all_logs.push_str(&format!("--- throwaway PostgreSQL log ---\n{}", pg.log()));
+    }
+    let said: Vec<(&str, usize)> = [
+        "heartbeat failed",
+        "heartbeat timed out",
+        "cannot confirm lease; closing commit gate",
+        "checkpoint save failed",
+        "commit gate closed; result discarded",
+        "claim failed",
+        "scan failed",
+    ]
+    .into_iter()
+    .map(|m| (m, all_logs.matches(m).count()))
+    .collect();
+    println!("database outage: runner log lines {said:?}");
+    // Every attempt in flight lost its lease (no renewal for three
+    // heartbeats), closed its gate and discarded its result.
+    assert!(
+        all_logs.contains("cannot confirm lease; closing commit gate"),
+        "{all_logs}"
+    );
+    assert!(
+        all_logs
+            .matches("commit gate closed; result discarded")
+            .count()
+            >= LONG,
+        "{all_logs}"
+    );
+    assert!(
+        all_logs.contains("heartbeat failed") || all_logs.contains("heartbeat timed out"),
+        "{all_logs}"
+    );
+
+    // No trigger lost, none doubled: one success each, committed by the
+    // attempt holding the trigger's current token.
+    let mut resumed = Vec::new();
+    for t in &done {
+        assert_eq!(t.state, "succeeded", "{t:?}\n{all_logs}");
+        let out = result(t);
+        assert_eq!(out["steps"], 60, "{out}");
+        resumed.push(out["resumed_from"].as_u64().unwrap());
+        let attempts = host.store.attempts_for(t.id).await.unwrap();
+        let wins: Vec<_> = attempts
+            .iter()
+            .filter(|a| a.outcome.as_deref() == Some("succeeded"))
+            .collect();
+        assert_eq!(wins.len(), 1, "{attempts:?}");
+        assert_eq!(wins[0].fencing_token, t.fencing_token);
+        assert_eq!(t.attempts as usize, attempts.len());
+    }
+    let attempts_total = host.count("attempts").await;
+    let retried = done.iter().filter(|t| t.attempts > 1).count();
+    println!(
+        "database outage: converged {converged:?} after the outage began; {retried}/{LONG} \
+         long triggers re-run, resumed from {resumed:?}; {attempts_total} attempts in all"
+    );
+    assert_eq!(retried, LONG, "every attempt in flight was interrupted");
+    assert!(
+        done.iter()
+            .zip(&resumed)
+            .any(|(t, r)| t.attempts > 1 && *r > 0),
+        "an interrupted trigger resumed from its checkpoint"
+    );
+    assert_eq!(
+        scalar(&host, "SELECT count(*) FROM attempts WHERE outcome IS NULL AND trigger_id IN (SELECT id FROM triggers WHERE state = 'succeeded')").await,
+        0,
+        "every attempt of a finished trigger is closed"
+    );
+
+    // The cron job: every second of the window exactly once, run once.
+    let ticks: Vec<(i64, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT t.scheduled_at, (SELECT count(*) FROM attempts a WHERE a.trigger_id = t.id \
+         AND a.outcome = 'succeeded') FROM triggers t WHERE t.job_id = 'tick' \
+         AND t.scheduled_at >= ? AND t.scheduled_at <= ? ORDER BY t.scheduled_at",
+    ))
+    .bind(start)
+    .bind(end)
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    let times: Vec<i64> = ticks.iter().map(|(at, _)| *at).collect();
+    let expected: Vec<i64> = (start..=end).step_by(1000).collect();
+    assert_eq!(times, expected, "fire times of the cron job\n{all_logs}");
+    assert!(ticks.iter().all(|(_, wins)| *wins == 1), "{ticks:?}");
+    println!(
+        "database outage: cron job fired {} times over the window, each once",
+        ticks.len()
+    );
+    drop((r1, r2));
+    host.store.close().await;
+    if let Some(pg) = pg {
+        drop(pg);
+    }
+}
+
+/// A known hazard, reproduced (ignored until the host is fixed): a runner
+/// frozen (SIGSTOP, a VM pause, a long GC) *inside* its heartbeat
+/// transaction (BEGIN; UPDATE triggers; UPDATE attempts; COMMIT: four
+/// round trips) keeps the trigger's row lock on PostgreSQL, and the
+/// claim's `FOR UPDATE SKIP LOCKED` skips the row: its lease expires but
+/// nobody can take the trigger over until the frozen process runs again.
+/// Run with `--ignored` on PostgreSQL; today B's claim comes back empty.
+/// Fix (in the store, not the runner): make the renewal one statement
+/// (`WITH t AS (UPDATE triggers ... RETURNING ...) UPDATE attempts ...
+/// FROM t`), and/or set `idle_in_transaction_session_timeout` (about one
+/// lease) on the PostgreSQL pool's connections so the server aborts a
+/// frozen transaction and releases its locks. On SQLite the same freeze
+/// holds the database's write lock and stalls every writer; an embedded
+/// database shared by several processes cannot avoid that, so this test
+/// only runs on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "host hazard: a runner frozen inside its heartbeat transaction blocks the takeover"]
+async fn a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover() {
+    if postgres_base_url().is_none() {
+        println!("PostgreSQL only: on SQLite a frozen writer holds the whole database");
+        return;
+    }
+    let host = TestHost::new().await;
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(600))
+        .await;
+    // Many steps, no checkpoint traffic to speak of; a 20 ms heartbeat so a
+    // freeze inside its transaction is quick to hit.
+    host.job(
+        "long",
+        "hello",
+        "resource_group = \"faults\"\n[params]\nsteps = 1000\nspin_per_step = 500000000",
+    )
+    .await;
+    let t = host.trigger("long", json!({})).await;
+    let a = Proc::serve(
+        "A",
+        &host.url,
+        host.dir.path(),
+        &["--lease", "2s", "--heartbeat", "20ms", "--poll", "100ms"],
+    );
+    eventually(Duration::from_secs(60), "A claims", || async {
+        let tr = host.store.trigger_get(t.id).await.unwrap();
+        (tr.lease_owner.as_deref() == Some("A")).then_some(())
+    })
+    .await;
+    let mut frozen_in_tx = false;
+    for _ in 0..500 {
+        a.signal("STOP");
+        let probe = tokio::time::timeout(
+            Duration::from_millis(500),
+            sqlx::query(
+                host.store
+                    .sql("UPDATE triggers SET priority = priority WHERE id = ?"),
+            )
+            .bind(t.id)
+            .execute(host.store.pool()),
+        )
+        .await;
+        if !matches!(probe, Ok(Ok(_))) {
+            frozen_in_tx = true;
+            break;
+        }
+        a.signal("CONT");
+        tokio::time::sleep(Duration::from_millis(7)).await;
+    }
+    assert!(
+        frozen_in_tx,
+        "never caught A inside its heartbeat transaction"
+    );
+    // A stays frozen. Its lease lapses; B must be able to take over.
+    let claimed = eventually(
+        LEASE + Duration::from_secs(10),
+        "B takes over the frozen runner's trigger",
+        || async {
+            let claims = host
+                .store
+                .trigger_claim_batch("B", 2_000, 1, None)
+                .await
+                .unwrap();
+            (!claims.is_empty()).then_some(claims)
+        },
+    )
+    .await;
+    assert_eq!(claimed[0].trigger_id, t.id);
+    drop(a);
+}
