@@ -139,6 +139,21 @@ impl Store {
             Dialect::Postgres => {
                 AnyPoolOptions::new()
                     .max_connections(max_connections.unwrap_or(16))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // A process frozen mid-transaction (SIGSTOP, a
+                            // VM pause) would keep its row locks, and claims
+                            // skip locked rows: its triggers could not be
+                            // taken over when their leases expire. The
+                            // server aborts such a transaction after 1 s
+                            // idle and frees the rows. Our transactions never
+                            // wait between statements (no I/O but the
+                            // database's), so a live one is never cut.
+                            conn.execute("SET idle_in_transaction_session_timeout = 1000")
+                                .await?;
+                            Ok(())
+                        })
+                    })
                     .connect(url)
                     .await?
             }

@@ -870,23 +870,19 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     }
 }
 
-/// A known hazard, reproduced (ignored until the host is fixed): a runner
-/// frozen (SIGSTOP, a VM pause, a long GC) *inside* its heartbeat
+/// A runner frozen (SIGSTOP, a VM pause, a long GC) *inside* its heartbeat
 /// transaction (BEGIN; UPDATE triggers; UPDATE attempts; COMMIT: four
 /// round trips) keeps the trigger's row lock on PostgreSQL, and the
 /// claim's `FOR UPDATE SKIP LOCKED` skips the row: its lease expires but
 /// nobody can take the trigger over until the frozen process runs again.
-/// Run with `--ignored` on PostgreSQL; today B's claim comes back empty.
-/// Fix (in the store, not the runner): make the renewal one statement
-/// (`WITH t AS (UPDATE triggers ... RETURNING ...) UPDATE attempts ...
-/// FROM t`), and/or set `idle_in_transaction_session_timeout` (about one
-/// lease) on the PostgreSQL pool's connections so the server aborts a
-/// frozen transaction and releases its locks. On SQLite the same freeze
+/// The store sets `idle_in_transaction_session_timeout` (1 s) on its
+/// PostgreSQL connections, so the server aborts a frozen transaction and
+/// releases its locks; this test failed before that (B's claim came back
+/// empty). On SQLite the same freeze
 /// holds the database's write lock and stalls every writer; an embedded
 /// database shared by several processes cannot avoid that, so this test
 /// only runs on PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "host hazard: a runner frozen inside its heartbeat transaction blocks the takeover"]
 async fn a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover() {
     if postgres_base_url().is_none() {
         println!("PostgreSQL only: on SQLite a frozen writer holds the whole database");
