@@ -55,7 +55,9 @@ fn retriable(result: &RunResult) -> bool {
         }
         // Limits are deterministic for the same code and limits: retrying
         // burns the same budget again. Host errors are ours, not the guest's.
-        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::HostError),
+        // A drained attempt is normally released, not committed; if it is
+        // committed after all, the host stopped it, not the guest.
+        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::HostError | TrapKind::Drained),
     }
 }
 
