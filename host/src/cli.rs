@@ -535,8 +535,16 @@ async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Resu
         drained.took.as_secs_f64(),
         drained.ended.len(),
         drained.released(),
-        if drained.paused { ", pause requested" } else { "" },
-        if drained.interrupted { ", guests interrupted" } else { "" },
+        if drained.paused {
+            ", pause requested"
+        } else {
+            ""
+        },
+        if drained.interrupted {
+            ", guests interrupted"
+        } else {
+            ""
+        },
         drained.unfinished.len()
     );
     for u in &drained.unfinished {

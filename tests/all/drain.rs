@@ -10,8 +10,9 @@
 //!   worker blocked for three lease lengths and CPU-bound guests on every
 //!   runner slot, leases keep being renewed and no rival can claim.
 
+use crate::TestHost;
+use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::{Proc, eventually};
-use crate::{TestHost, guest};
 use paddock::effects::EffectGateway;
 use paddock::lease::{Heartbeats, Runner, RunnerConfig};
 use paddock::store::Store;
@@ -50,7 +51,9 @@ async fn drain_jobs(host: &TestHost) {
     host.job(
         "short",
         "hello",
-        &format!("resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 4000000\n{retry}"),
+        &format!(
+            "resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 4000000\n{retry}"
+        ),
     )
     .await;
 }
@@ -81,7 +84,14 @@ fn parse_unfinished(stdout: &str) -> Vec<(i64, String, String, i64, Option<i64>,
             // unfinished trigger ID job J state S attempts N checkpoint C attempt O
             assert_eq!(
                 (w[1], w[3], w[5], w[7], w[9], w[11]),
-                ("trigger", "job", "state", "attempts", "checkpoint", "attempt"),
+                (
+                    "trigger",
+                    "job",
+                    "state",
+                    "attempts",
+                    "checkpoint",
+                    "attempt"
+                ),
                 "{l}"
             );
             (
@@ -103,9 +113,8 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
     drain_jobs(&host).await;
     // Long ones first: the first claim takes them all, and the short ones
     // flow through the remaining slots.
-    let mut long_ids = Vec::new();
     for _ in 0..LONG {
-        long_ids.push(host.trigger("long", json!({})).await.id);
+        host.trigger("long", json!({})).await;
     }
     for _ in 0..SHORT {
         host.trigger("short", json!({})).await;
@@ -193,7 +202,11 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
         "short attempts in flight at TERM finished ({short_done_at_term} → {short_done_after})"
     );
     assert_eq!(
-        scalar(&host, "SELECT count(*) FROM triggers WHERE state = 'running'").await,
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE state = 'running'"
+        )
+        .await,
         0,
         "A left no lease behind"
     );
@@ -201,16 +214,24 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
     // A second process resumes the parked ones (token + 1, from their
     // checkpoint) and runs what A never claimed.
     let mut b = Proc::serve("drain-b", &host.url, host.dir.path(), &serve_flags());
-    eventually(Duration::from_secs(120), "all 120 triggers succeeded", || async {
-        let done = scalar(&host, "SELECT count(*) FROM triggers WHERE state = 'succeeded'").await;
-        let failed = scalar(
+    eventually(
+        Duration::from_secs(120),
+        "all 120 triggers succeeded",
+        || async {
+            let done = scalar(
+                &host,
+                "SELECT count(*) FROM triggers WHERE state = 'succeeded'",
+            )
+            .await;
+            let failed = scalar(
             &host,
             "SELECT count(*) FROM triggers WHERE state NOT IN ('succeeded', 'pending', 'running')",
         )
         .await;
-        assert_eq!(failed, 0, "no trigger may fail or wait to retry");
-        (done == 120).then_some(())
-    })
+            assert_eq!(failed, 0, "no trigger may fail or wait to retry");
+            (done == 120).then_some(())
+        },
+    )
     .await;
     b.signal("TERM");
     let status = b.wait_exit(Duration::from_secs(60)).expect("B exits");
@@ -234,16 +255,17 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
     let q = |sql| scalar(&host, sql);
     assert_eq!(q("SELECT count(*) FROM triggers").await, 120);
     assert_eq!(
-        q("SELECT count(*) FROM triggers WHERE state = 'succeeded' AND result IS NOT NULL")
-            .await,
+        q("SELECT count(*) FROM triggers WHERE state = 'succeeded' AND result IS NOT NULL").await,
         120,
         "every trigger succeeded, with its result"
     );
     let committed = q("SELECT count(*) FROM attempts WHERE outcome = 'succeeded'").await;
     assert_eq!(committed, 120, "one committed result per trigger");
     assert_eq!(
-        q("SELECT count(*) FROM (SELECT trigger_id FROM attempts WHERE outcome = 'succeeded' \
-           GROUP BY trigger_id HAVING count(*) > 1) AS twice")
+        q(
+            "SELECT count(*) FROM (SELECT trigger_id FROM attempts WHERE outcome = 'succeeded' \
+           GROUP BY trigger_id HAVING count(*) > 1) AS twice"
+        )
         .await,
         0,
         "no trigger has two successful attempts"
@@ -251,7 +273,11 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
     let released = q("SELECT count(*) FROM attempts WHERE outcome = 'released'").await;
     assert_eq!(released, unfinished.len() as i64);
     let attempts = q("SELECT count(*) FROM attempts").await;
-    assert_eq!(attempts, committed + released, "every attempt committed or released");
+    assert_eq!(
+        attempts,
+        committed + released,
+        "every attempt committed or released"
+    );
     assert_eq!(
         q("SELECT CAST(coalesce(sum(attempts), 0) AS BIGINT) FROM triggers").await,
         attempts,
@@ -271,13 +297,17 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
         unfinished.len(),
         started.elapsed()
     );
-    let _ = long_ids;
 }
 
 /// Wait until `owner` holds every one of `n` triggers' leases.
 async fn all_leased(host: &TestHost, n: i64) {
     eventually(Duration::from_secs(60), "every trigger leased", || async {
-        (scalar(host, "SELECT count(*) FROM triggers WHERE state = 'running'").await == n)
+        (scalar(
+            host,
+            "SELECT count(*) FROM triggers WHERE state = 'running'",
+        )
+        .await
+            == n)
             .then_some(())
     })
     .await;
@@ -387,7 +417,10 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     let summaries = run.await.unwrap();
 
     assert!(view.polls >= 10, "{view:?}");
-    assert_eq!(view.claims, 0, "no lease lapsed, so no rival could claim: {view:?}");
+    assert_eq!(
+        view.claims, 0,
+        "no lease lapsed, so no rival could claim: {view:?}"
+    );
     assert_eq!(view.expired_seen, 0, "{view:?}");
     // Renewed while the runtime was blocked: the leases moved forward.
     if let (Some(first), Some(last)) = (view.first_lease_until, view.last_lease_until) {
@@ -401,13 +434,190 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
         assert!(s.committed && s.outcome == "succeeded", "{s:?}");
     }
     assert_eq!(
-        scalar(&host, "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND attempts = 1")
-            .await,
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND attempts = 1"
+        )
+        .await,
         N
     );
     assert_eq!(
         host.store.counter("stale_token_rejections").await.unwrap(),
         0
     );
-    let _ = guest("hello");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_and_released() {
+    let host = TestHost::new().await;
+    host.group("forever", i64::MAX, 64 << 20, Duration::from_secs(300))
+        .await;
+    // `spin` never calls the host: it cannot answer a pause.
+    host.job(
+        "spin",
+        "spin",
+        "resource_group = \"forever\"\n[retry]\nmax_attempts = 1\nbackoff = \"1s\"",
+    )
+    .await;
+    let t = host.trigger("spin", json!({})).await;
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig {
+            runner_id: "A".into(),
+            poll_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_millis(300),
+            drain_grace: Duration::from_millis(700),
+            ..RunnerConfig::default()
+        },
+    );
+    let store = host.store.clone();
+    let id = t.id;
+    let shutdown = async move {
+        // Shut down once the attempt is running.
+        while store.trigger_get(id).await.unwrap().state != "running" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let started = Instant::now();
+    let report = runner.run_and_drain(shutdown).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(report.paused && report.interrupted, "{report:?}");
+    assert_eq!(report.released(), 1, "{report:?}");
+    assert_eq!(report.unfinished.len(), 1);
+    let u = &report.unfinished[0];
+    assert_eq!(
+        (
+            u.trigger_id,
+            u.job_id.as_str(),
+            u.state.as_str(),
+            u.attempts,
+            u.checkpoint_seq
+        ),
+        (t.id, "spin", "pending", 1, None)
+    );
+    let attempts = host.store.attempts_for(t.id).await.unwrap();
+    assert_eq!(
+        (
+            attempts[0].outcome.as_deref(),
+            attempts[0].error_class.as_deref()
+        ),
+        (Some("released"), Some("drained"))
+    );
+    assert!(
+        attempts[0]
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("shutting down"),
+        "{:?}",
+        attempts[0].error_message
+    );
+    // Released, not failed (one attempt allowed), and claimable at once by
+    // another runner with the next token.
+    let claims = host
+        .store
+        .trigger_claim_batch("B", 60_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(
+        (
+            claims[0].trigger_id,
+            claims[0].fencing_token,
+            claims[0].attempt_no
+        ),
+        (t.id, 2, 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_attempt_queries_it()
+{
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_millis(800), true),
+    )
+    .await;
+    host.job(
+        "pay",
+        "effector",
+        "connectors = [\"ledger\"]\n[retry]\nmax_attempts = 3\nbackoff = \"10ms\"",
+    )
+    .await;
+    let key = "drain-pay/reserve/v1";
+    // The ledger applies the effect at once but answers after the
+    // connector's timeout: the host cannot know it happened.
+    ledger
+        .fault(json!({"delay_response_ms": 2000, "count": 1, "scope": {"idempotency_key": key}}))
+        .await;
+    let t = host
+        .trigger("pay", effect("ledger", "RES-D", "reserve", key, 5))
+        .await;
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig {
+            runner_id: "A".into(),
+            poll_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_millis(100),
+            drain_grace: Duration::from_secs(20),
+            ..RunnerConfig::default()
+        },
+    );
+    let store = host.store.clone();
+    // Shut down while the effect is in flight (its intent is written).
+    let shutdown = async move {
+        loop {
+            let n: i64 = sqlx::query_scalar(
+                store.sql("SELECT count(*) FROM effects WHERE state = 'intent'"),
+            )
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            if n == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let report = runner.run_and_drain(shutdown).await;
+    assert!(report.paused && !report.interrupted, "{report:?}");
+    assert_eq!(report.released(), 1, "{report:?}");
+    let u = &report.unfinished[0];
+    assert_eq!(
+        (u.trigger_id, u.state.as_str(), u.unknown_effects.clone()),
+        (t.id, "pending", vec![key.to_string()]),
+        "{report:?}"
+    );
+    assert!(
+        u.to_string().ends_with(&format!("unknown_effects {key}")),
+        "{u}"
+    );
+    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((e.state.as_str(), e.sends), ("unknown", 1));
+
+    // The next attempt asks the ledger by key before anything else: found,
+    // so it replays instead of sending again.
+    let b = host.runner("B", Duration::from_secs(30));
+    let summaries = b.run_until_idle().await.unwrap();
+    assert_eq!(summaries.len(), 1);
+    assert!(summaries[0].committed, "{:?}", summaries[0]);
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (t.state.as_str(), t.attempts, t.fencing_token),
+        ("succeeded", 2, 2),
+        "{:?}",
+        t.error_message
+    );
+    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((e.state.as_str(), e.sends), ("succeeded", 1));
+    assert_eq!(ledger.stat("applied").await, 1, "performed once");
+    ledger.stop().await;
 }

@@ -136,7 +136,9 @@ pub(super) async fn report(
                 entry.state = t.state;
                 entry.attempts = t.attempts;
             }
-            Err(e) => tracing::warn!(trigger_id = summary.trigger_id, error = %e, "drain: could not read trigger"),
+            Err(e) => {
+                tracing::warn!(trigger_id = summary.trigger_id, error = %e, "drain: could not read trigger")
+            }
         }
         if let Ok(Some((seq, _))) = store.checkpoint_load(summary.trigger_id).await {
             entry.checkpoint_seq = Some(seq);

@@ -383,7 +383,9 @@ impl Runner {
             match self.store.attempts_for(claim.trigger_id).await {
                 Ok(attempts) => attempts
                     .iter()
-                    .filter(|a| a.id != claim.attempt_id && a.outcome.as_deref() == Some("released"))
+                    .filter(|a| {
+                        a.id != claim.attempt_id && a.outcome.as_deref() == Some("released")
+                    })
                     .count() as i64,
                 Err(e) => {
                     tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not count released attempts; judging the budget by attempt number");
