@@ -21,10 +21,18 @@ use std::time::{Duration, Instant};
 
 const LONG: usize = 24;
 const SHORT: usize = 96;
-/// Steps of a long job, each a few ms of CPU and a checkpoint: several
-/// seconds under the contention of 32 slots, so it is mid-run at TERM and
-/// still running when the drain timeout passes.
+/// Steps of a long job, each a few ms of CPU and a checkpoint: with 24
+/// of them sharing the machine, several seconds each, so they are mid-run
+/// at TERM and still running when the drain timeout passes.
 const LONG_STEPS: i64 = 150;
+
+/// Busy-loop iterations per long step (~4–5 ms of CPU here), scaled with
+/// the cores so that more cores do not finish the long jobs before the
+/// drain timeout.
+fn long_spin() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    3_000_000 * (cores.max(2) as u64 / 2)
+}
 
 async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
     sqlx::query_scalar(host.store.sql(sql))
@@ -44,7 +52,8 @@ async fn drain_jobs(host: &TestHost) {
         "long",
         "hello",
         &format!(
-            "resource_group = \"drain\"\n[params]\nsteps = {LONG_STEPS}\nspin_per_step = 3000000\n{retry}"
+            "resource_group = \"drain\"\n[params]\nsteps = {LONG_STEPS}\nspin_per_step = {}\n{retry}",
+            long_spin()
         ),
     )
     .await;
@@ -170,7 +179,7 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
             "trigger {id}:\n{out}"
         );
         let seq = checkpoint.unwrap_or_else(|| panic!("trigger {id} parked without a checkpoint"));
-        assert!(seq >= 1 && seq < LONG_STEPS, "trigger {id} at {seq}");
+        assert!((1..LONG_STEPS).contains(&seq), "trigger {id} at {seq}");
         let t = host.store.trigger_get(*id).await.unwrap();
         assert_eq!((t.state.as_str(), t.lease_owner), ("pending", None));
         let attempts = host.store.attempts_for(*id).await.unwrap();
