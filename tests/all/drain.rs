@@ -19,19 +19,21 @@ use paddock::store::Store;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-const LONG: usize = 24;
-const SHORT: usize = 96;
-/// Steps of a long job, each a few ms of CPU and a checkpoint: with 24
-/// of them sharing the machine, several seconds each, so they are mid-run
-/// at TERM and still running when the drain timeout passes.
+/// Long jobs: few, so the suite's other tests (which run beside this one
+/// with short leases) are not starved of CPU by many spinning guests.
+const LONG: usize = 8;
+const SHORT: usize = 112;
+/// Steps of a long job, each ~10 ms of CPU and a checkpoint: with 8 of
+/// them sharing the machine, several seconds each, so they are mid-run at
+/// TERM and still running when the drain timeout passes.
 const LONG_STEPS: i64 = 150;
 
-/// Busy-loop iterations per long step (~4–5 ms of CPU here), scaled with
+/// Busy-loop iterations per long step (~9 ms of CPU here), scaled with
 /// the cores so that more cores do not finish the long jobs before the
 /// drain timeout.
 fn long_spin() -> u64 {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    3_000_000 * (cores.max(2) as u64 / 2)
+    6_000_000 * (cores.max(2) as u64 / 2)
 }
 
 async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
@@ -61,7 +63,7 @@ async fn drain_jobs(host: &TestHost) {
         "short",
         "hello",
         &format!(
-            "resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 4000000\n{retry}"
+            "resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 2000000\n{retry}"
         ),
     )
     .await;
@@ -70,7 +72,7 @@ async fn drain_jobs(host: &TestHost) {
 fn serve_flags() -> Vec<&'static str> {
     vec![
         "--concurrency",
-        "32",
+        "16",
         "--lease",
         "10s",
         "--poll",
