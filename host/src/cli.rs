@@ -8,7 +8,8 @@ mod exceptions;
 mod print;
 mod schedule;
 
-use crate::lease::{Runner, RunnerConfig};
+use crate::effects::EffectGateway;
+use crate::lease::{Heartbeats, Runner, RunnerConfig};
 use crate::registry::Registry;
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
@@ -181,6 +182,14 @@ struct ServeArgs {
     /// Runner id recorded on leases (default: runner-HOST-PID).
     #[arg(long)]
     runner_id: Option<String>,
+    /// On SIGTERM / Ctrl-C: how long attempts in flight may run on before
+    /// they are asked to checkpoint and pause at their next host call.
+    #[arg(long, default_value = "30s")]
+    drain_timeout: String,
+    /// After the pause request: how long a guest has to reach a safe point
+    /// before it is interrupted (it resumes from its last checkpoint).
+    #[arg(long, default_value = "10s")]
+    drain_grace: String,
 }
 
 fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
@@ -414,7 +423,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             println!("trigger {id}: cancel requested");
         }
-        Command::Serve(args) => serve(&host, args).await?,
+        Command::Serve(args) => serve(&host, &cli.database_url, args).await?,
         Command::Audit(AuditCmd::Verify) => {
             let entries = host.store.audit_list().await?;
             match crate::audit::verify_chain(&entries) {
@@ -446,13 +455,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Result<()> {
     let lease = duration_arg(&args.lease)?;
     let mut config = RunnerConfig {
         lease,
         heartbeat_every: lease / 4,
         max_concurrency: args.concurrency,
         poll_interval: duration_arg(&args.poll)?,
+        drain_timeout: duration_arg(&args.drain_timeout)?,
+        drain_grace: duration_arg(&args.drain_grace)?,
         ..RunnerConfig::default()
     };
     if let Some(h) = args.heartbeat {
@@ -473,7 +484,19 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
         scanner_config.owner,
         host.store.shard_count().await?
     );
-    let runner = Runner::new(host.store.clone(), host.sandbox.clone(), config);
+    // Heartbeats renew through a small pool of their own, on their own
+    // runtime: neither busy guests nor a busy main pool delay them.
+    let heartbeats = Heartbeats::dedicated(database_url, 2)
+        .await
+        .context("opening the heartbeat pool")?;
+    let effects = EffectGateway::new(host.store.clone());
+    let runner = Runner::with_parts(
+        host.store.clone(),
+        host.sandbox.clone(),
+        config,
+        effects,
+        heartbeats,
+    );
     let scanner = Scanner::new(host.store.clone(), scanner_config);
     // Effects whose outcome is unknown are resolved by key in the
     // background; the guard stops the task when `serve` returns.
@@ -487,7 +510,8 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(move || runner.wake())
     });
     // One signal stops both loops: the scanner releases its shards, the
-    // runner stops claiming and lets attempts in flight finish.
+    // runner stops claiming and drains: attempts in flight may finish
+    // within the drain timeout, then checkpoint, pause and are released.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -500,12 +524,38 @@ async fn serve(host: &Host, args: ServeArgs) -> anyhow::Result<()> {
     };
     let running = {
         let runner = runner.clone();
-        tokio::spawn(async move { runner.run(stopped(stop_rx)).await })
+        tokio::spawn(async move { runner.run_and_drain(stopped(stop_rx)).await })
     };
     shutdown_signal().await;
-    eprintln!("paddock serve: stopping (no new claims; finishing attempts in flight)");
+    eprintln!(
+        "paddock serve: draining (no new claims; attempts in flight have {:?} to finish, \
+         then checkpoint and pause)",
+        runner.config().drain_timeout
+    );
     let _ = stop_tx.send(true);
-    let _ = tokio::join!(scanning, running);
+    let (_, drained) = tokio::join!(scanning, running);
+    let drained = drained.context("runner task failed")?;
+    // The unfinished list goes to stdout: what a later process resumes.
+    println!(
+        "drained in {:.1}s: {} attempt(s) ended, {} released from their checkpoint{}{}; {} unfinished",
+        drained.took.as_secs_f64(),
+        drained.ended.len(),
+        drained.released(),
+        if drained.paused {
+            ", pause requested"
+        } else {
+            ""
+        },
+        if drained.interrupted {
+            ", guests interrupted"
+        } else {
+            ""
+        },
+        drained.unfinished.len()
+    );
+    for u in &drained.unfinished {
+        println!("{u}");
+    }
     eprintln!("paddock serve: stopped");
     Ok(())
 }

@@ -11,11 +11,18 @@
 //!   interrupted at the next epoch tick;
 //! - after `max_missed_heartbeats` consecutive failed renewals the runner
 //!   closes the gate itself rather than trust a lease it cannot confirm;
-//! - heartbeats run as async tasks on the runtime while guests run on
-//!   blocking threads, so a busy guest cannot starve its own heartbeat.
+//! - heartbeats run on a small runtime of their own (`paddock-heartbeat`,
+//!   [`heartbeat`]) while guests run on blocking threads, so neither busy
+//!   guests nor a stalled main runtime can starve renewals;
+//! - a drain at shutdown releases unfinished attempts from their last
+//!   checkpoint without spending retry budget, and lists them ([`drain`]).
 
+pub mod drain;
 pub mod group_commit;
+pub mod heartbeat;
 pub mod runner;
 pub mod transitions;
 
+pub use drain::{DrainReport, Unfinished};
+pub use heartbeat::Heartbeats;
 pub use runner::{AttemptSummary, Runner, RunnerConfig};

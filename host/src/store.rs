@@ -23,6 +23,7 @@
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
 pub mod dialect;
+mod drain_queries;
 mod effect_queries;
 mod model;
 mod queries;

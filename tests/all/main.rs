@@ -9,6 +9,7 @@
 
 mod bad_input;
 mod croner_policy;
+mod drain;
 mod effects;
 mod effects_storm;
 mod faults;

@@ -1,7 +1,13 @@
 //! The runner: claims batches of due triggers, runs each attempt in the
-//! sandbox on a blocking thread, heartbeats it from an async task, and
-//! commits the result under its fencing token.
+//! sandbox on a blocking thread, heartbeats it from a task on the heartbeat
+//! runtime ([`super::heartbeat`]), and commits the result under its fencing
+//! token. On shutdown it drains ([`super::drain`]): no new claims, attempts
+//! in flight get `drain_timeout` to finish, then are asked to pause at
+//! their next safe point (and interrupted after `drain_grace`), and are
+//! released from their last checkpoint without spending retry budget.
 
+use super::drain::{self, DrainReport};
+use super::heartbeat::Heartbeats;
 use super::transitions;
 use crate::effects::{Caller, EffectGateway};
 use crate::registry::manifest::PlanSpec;
@@ -10,6 +16,7 @@ use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 use crate::sandbox::wit::types::Control;
 use crate::sandbox::{AttemptServices, GuestLimits, RunResult, Sandbox, StopReason, StopSignal};
 use crate::store::{Claim, LeaseRef, Store, StoreError, StoreResult};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -39,6 +46,13 @@ pub struct RunnerConfig {
     /// How often to look for due work when nothing wakes the runner.
     /// Default 250 ms.
     pub poll_interval: Duration,
+    /// On shutdown, how long attempts in flight may run on before they are
+    /// asked to checkpoint and pause at their next host call. Default 30 s.
+    pub drain_timeout: Duration,
+    /// After the pause request, how long a guest has to reach a safe point
+    /// before it is interrupted (it then resumes from its last checkpoint).
+    /// Default 10 s.
+    pub drain_grace: Duration,
 }
 
 impl Default for RunnerConfig {
@@ -53,6 +67,8 @@ impl Default for RunnerConfig {
             retry_share: 0.5,
             max_concurrency: 8,
             poll_interval: Duration::from_millis(250),
+            drain_timeout: Duration::from_secs(30),
+            drain_grace: Duration::from_secs(10),
         }
     }
 }
@@ -69,7 +85,9 @@ pub struct AttemptSummary {
     pub trigger_id: i64,
     pub attempt_id: i64,
     pub fencing_token: i64,
-    /// The trigger's new state, or `lease_lost` if the commit was refused.
+    pub job_id: String,
+    /// The trigger's new state, `released` (drained: back to pending from
+    /// its last checkpoint), or `lease_lost` if the commit was refused.
     pub outcome: String,
     pub error_class: Option<String>,
     pub committed: bool,
@@ -90,6 +108,10 @@ pub struct Runner {
     effects: Arc<EffectGateway>,
     wake: Notify,
     slots: Arc<Semaphore>,
+    heartbeats: Heartbeats,
+    /// The stop signal of every attempt in flight, by attempt id, so a
+    /// drain can ask them all to pause.
+    in_flight: std::sync::Mutex<HashMap<i64, Arc<StopSignal>>>,
 }
 
 impl Runner {
@@ -106,6 +128,19 @@ impl Runner {
         config: RunnerConfig,
         effects: Arc<EffectGateway>,
     ) -> Arc<Self> {
+        let heartbeats = Heartbeats::on(store.clone());
+        Self::with_parts(store, sandbox, config, effects, heartbeats)
+    }
+
+    /// A runner whose heartbeats renew through `heartbeats` (for example a
+    /// store of their own: [`Heartbeats::dedicated`]).
+    pub fn with_parts(
+        store: Store,
+        sandbox: Arc<Sandbox>,
+        config: RunnerConfig,
+        effects: Arc<EffectGateway>,
+        heartbeats: Heartbeats,
+    ) -> Arc<Self> {
         Arc::new(Self {
             plans: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
@@ -114,6 +149,8 @@ impl Runner {
             config,
             effects,
             wake: Notify::new(),
+            heartbeats,
+            in_flight: Default::default(),
         })
     }
 
@@ -132,8 +169,23 @@ impl Runner {
 
     /// Run until `shutdown` resolves: claim while there are free slots,
     /// sleep until woken or the poll interval passes. On shutdown, stop
-    /// claiming and wait for attempts in flight.
+    /// claiming and drain (see [`Runner::run_and_drain`]).
     pub async fn run(self: &Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        self.run_and_drain(shutdown).await;
+    }
+
+    /// [`Runner::run`], returning what the drain left unfinished. On
+    /// shutdown: no new claims; attempts in flight get `drain_timeout` to
+    /// finish; then each is asked to checkpoint and pause at its next host
+    /// call (`pause-requested`; no new effects start), and after
+    /// `drain_grace` a guest still running is interrupted. A paused or
+    /// interrupted attempt is released: its trigger is `pending` again, due
+    /// now, for any runner to resume from the last checkpoint with token + 1,
+    /// and the attempt (`released`) does not count against the retry budget.
+    pub async fn run_and_drain(
+        self: &Arc<Self>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> DrainReport {
         tokio::pin!(shutdown);
         let mut running = JoinSet::new();
         loop {
@@ -151,7 +203,42 @@ impl Runner {
             }
         }
         tracing::info!(in_flight = running.len(), "runner stopping: no new claims");
-        while running.join_next().await.is_some() {}
+        let started = std::time::Instant::now();
+        let mut ended = Vec::new();
+        let pause_at = tokio::time::sleep(self.config.drain_timeout);
+        tokio::pin!(pause_at);
+        let interrupt_at = tokio::time::sleep(self.config.drain_timeout + self.config.drain_grace);
+        tokio::pin!(interrupt_at);
+        let (mut paused, mut interrupted) = (false, false);
+        loop {
+            tokio::select! {
+                joined = running.join_next() => match joined {
+                    Some(Ok(summary)) => ended.push(summary),
+                    Some(Err(e)) => tracing::error!(error = %e, "attempt task failed"),
+                    None => break,
+                },
+                _ = &mut pause_at, if !paused => {
+                    paused = true;
+                    let n = self.stop_all(StopReason::Pause);
+                    tracing::info!(attempts = n, "drain timeout: asking attempts to checkpoint and pause");
+                }
+                _ = &mut interrupt_at, if !interrupted => {
+                    interrupted = true;
+                    let n = self.stop_all(StopReason::Shutdown);
+                    tracing::warn!(attempts = n, "drain grace over: interrupting attempts at their last checkpoint");
+                }
+            }
+        }
+        drain::report(&self.store, ended, started.elapsed(), paused, interrupted).await
+    }
+
+    /// Ask every attempt in flight to stop for `reason`; how many.
+    fn stop_all(&self, reason: StopReason) -> usize {
+        let in_flight = self.in_flight.lock().expect("in-flight attempts");
+        for stop in in_flight.values() {
+            stop.request(reason);
+        }
+        in_flight.len()
     }
 
     /// Claim and run until nothing is due and nothing is running. Used by
@@ -206,8 +293,14 @@ impl Runner {
                 .await
                 .expect("runner semaphore never closes");
             let runner = self.clone();
+            // Registered before the task starts, so a drain reaches it.
+            let stop = Arc::new(StopSignal::default());
+            self.in_flight
+                .lock()
+                .expect("in-flight attempts")
+                .insert(claim.attempt_id, stop.clone());
             running.spawn(async move {
-                let summary = runner.execute(claim).await;
+                let summary = runner.execute_with(claim, stop).await;
                 drop(permit);
                 summary
             });
@@ -217,11 +310,18 @@ impl Runner {
 
     /// Run one claimed attempt to its end and commit it under its token.
     pub async fn execute(self: &Arc<Self>, claim: Claim) -> AttemptSummary {
+        self.execute_with(claim, Arc::new(StopSignal::default()))
+            .await
+    }
+
+    async fn execute_with(self: &Arc<Self>, claim: Claim, stop: Arc<StopSignal>) -> AttemptSummary {
+        let _registered = InFlight::register(self, claim.attempt_id, &stop);
         let lease = claim.lease(&self.config.runner_id);
         let mut summary = AttemptSummary {
             trigger_id: claim.trigger_id,
             attempt_id: claim.attempt_id,
             fencing_token: claim.fencing_token,
+            job_id: claim.job_id.clone(),
             outcome: String::new(),
             error_class: None,
             committed: false,
@@ -237,15 +337,13 @@ impl Runner {
                 tracing::warn!(trigger_id = claim.trigger_id, error = %e, "overlap check failed; running anyway");
             }
         }
-        let stop = Arc::new(StopSignal::default());
         let progress = Arc::new(AtomicI64::new(0));
-        let heartbeat = tokio::spawn(heartbeat_loop(
-            self.store.clone(),
+        let heartbeat = self.heartbeats.spawn(
             lease.clone(),
             self.config.clone(),
             stop.clone(),
             progress.clone(),
-        ));
+        );
         let report = self
             .run_attempt(&claim, &lease, stop.clone(), progress)
             .await;
@@ -277,8 +375,26 @@ impl Runner {
             }
         };
         let ended = claim.started_at + report.wall.as_millis() as i64;
+        // Released attempts (drained, or put back by an overlap wait) did
+        // not spend the retry budget: only a failure asks how much is left.
+        let released_before = if matches!(report.result, RunResult::Output(_)) {
+            0
+        } else {
+            match self.store.attempts_for(claim.trigger_id).await {
+                Ok(attempts) => attempts
+                    .iter()
+                    .filter(|a| {
+                        a.id != claim.attempt_id && a.outcome.as_deref() == Some("released")
+                    })
+                    .count() as i64,
+                Err(e) => {
+                    tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not count released attempts; judging the budget by attempt number");
+                    0
+                }
+            }
+        };
         let budget = transitions::Budget {
-            attempt_no: claim.attempt_no as u32,
+            attempt_no: budget_attempt_no(claim.attempt_no, released_before),
             age_ms: (ended - claim.scheduled_at).max(0) as u64,
             elapsed_ms: (ended - claim.first_started_at).max(0) as u64,
         };
@@ -289,7 +405,7 @@ impl Runner {
             end.error_class = Some("cancelled".into());
         }
         summary.error_class = end.error_class.clone();
-        if stop.interrupting().is_some() {
+        if stop.gate_closed() {
             // The gate is closed: this attempt's result must not count.
             tracing::warn!(
                 trigger_id = claim.trigger_id,
@@ -312,6 +428,30 @@ impl Runner {
                 tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not record the abandoned attempt");
             }
             summary.outcome = "lease_lost".into();
+            return summary;
+        }
+        if drain::parks(stop.reason(), &report.result) {
+            // Drained: back to pending from the last checkpoint, due now,
+            // for any runner (token + 1); no result, no retry budget spent.
+            let why = match &report.result {
+                RunResult::JobFailed { message, .. } | RunResult::Trapped { message, .. } => {
+                    format!("drained at shutdown: {message}")
+                }
+                RunResult::Output(_) => "drained at shutdown".to_string(),
+            };
+            summary.error_class = Some("drained".into());
+            match self
+                .store
+                .attempt_release(&lease, &end, "drained", &why)
+                .await
+            {
+                Ok(()) => summary.outcome = "released".into(),
+                Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
+                Err(e) => {
+                    tracing::error!(trigger_id = claim.trigger_id, error = %e, "release failed; the lease will expire and the trigger be taken over");
+                    summary.outcome = "release_failed".into();
+                }
+            }
             return summary;
         }
         match self.store.attempt_finish(&lease, &end).await {
@@ -510,66 +650,37 @@ fn merge_params(plan: &serde_json::Value, trigger_json: &str) -> String {
     merged.to_string()
 }
 
-/// Renew the lease every `heartbeat_every`; close the gate when the lease
-/// is lost or renewals keep failing.
-async fn heartbeat_loop(
-    store: Store,
-    lease: LeaseRef,
-    config: RunnerConfig,
-    stop: Arc<StopSignal>,
-    progress: Arc<AtomicI64>,
-) {
-    let mut missed = 0;
-    let mut ticker = tokio::time::interval(config.heartbeat_every);
-    ticker.tick().await; // the first tick is immediate; the claim just set the lease
-    loop {
-        ticker.tick().await;
-        let renew = tokio::time::timeout(
-            config.heartbeat_every,
-            store.lease_renew(
-                &lease,
-                config.lease.as_millis() as i64,
-                progress.load(Ordering::Relaxed),
-            ),
-        )
-        .await;
-        match renew {
-            Ok(Ok((_, cancel_requested))) => {
-                missed = 0;
-                if cancel_requested {
-                    stop.request(StopReason::Cancel);
-                }
-            }
-            Ok(Err(StoreError::LeaseLost {
-                expected, found, ..
-            })) => {
-                tracing::warn!(
-                    trigger_id = lease.trigger_id,
-                    expected,
-                    ?found,
-                    "lease lost; interrupting guest"
-                );
-                stop.request(StopReason::LeaseLost);
-                return;
-            }
-            Ok(Err(e)) => {
-                missed += 1;
-                tracing::warn!(trigger_id = lease.trigger_id, missed, error = %e, "heartbeat failed");
-            }
-            Err(_) => {
-                missed += 1;
-                tracing::warn!(trigger_id = lease.trigger_id, missed, "heartbeat timed out");
-            }
-        }
-        if missed >= config.max_missed_heartbeats {
-            tracing::warn!(
-                trigger_id = lease.trigger_id,
-                missed,
-                "cannot confirm lease; closing commit gate"
-            );
-            stop.request(StopReason::LeaseLost);
-            return;
-        }
+/// The attempt number the retry budget judges: this attempt's number less
+/// the attempts released before it (they ended without a verdict).
+fn budget_attempt_no(attempt_no: i64, released_before: i64) -> u32 {
+    (attempt_no - released_before).max(1) as u32
+}
+
+/// Keeps an attempt's stop signal in the runner's in-flight table while
+/// the attempt runs.
+struct InFlight<'a> {
+    runner: &'a Runner,
+    attempt_id: i64,
+}
+
+impl<'a> InFlight<'a> {
+    fn register(runner: &'a Runner, attempt_id: i64, stop: &Arc<StopSignal>) -> Self {
+        runner
+            .in_flight
+            .lock()
+            .expect("in-flight attempts")
+            .insert(attempt_id, stop.clone());
+        Self { runner, attempt_id }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.runner
+            .in_flight
+            .lock()
+            .expect("in-flight attempts")
+            .remove(&self.attempt_id);
     }
 }
 
@@ -616,7 +727,8 @@ impl AttemptServices for RunnerServices {
     }
 
     fn save_checkpoint(&self, state: Vec<u8>) -> Control {
-        if self.stop.interrupting().is_some() {
+        // A draining guest may still save the safe point it reached.
+        if self.stop.gate_closed() {
             return Control::LeaseLost;
         }
         match self
@@ -642,8 +754,17 @@ impl AttemptServices for RunnerServices {
     }
 
     fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError> {
-        if self.stop.interrupting().is_some() {
-            return Err(EffectError::LeaseLost);
+        match self.stop.reason() {
+            Some(StopReason::LeaseLost) => return Err(EffectError::LeaseLost),
+            // Draining: no new effect starts (one already sent settles, or
+            // stays `intent`/`unknown` for the next attempt to query).
+            Some(StopReason::Pause | StopReason::Shutdown) => {
+                return Err(EffectError::CircuitOpen(format!(
+                    "not sent: the host is draining; '{}' can be retried after the trigger resumes",
+                    request.idempotency_key
+                )));
+            }
+            _ => {}
         }
         // A downstream 409 or a stale intent/outcome write closes the gate
         // (the gateway calls `stop.request(LeaseLost)`) and is counted.
@@ -670,5 +791,13 @@ mod tests {
         let merged: serde_json::Value =
             serde_json::from_str(&merge_params(&plan, r#"{"name":"trigger"}"#)).unwrap();
         assert_eq!(merged, serde_json::json!({"name": "trigger", "steps": 3}));
+    }
+
+    #[test]
+    fn released_attempts_do_not_spend_the_retry_budget() {
+        assert_eq!(budget_attempt_no(1, 0), 1);
+        assert_eq!(budget_attempt_no(3, 2), 1);
+        assert_eq!(budget_attempt_no(4, 1), 3);
+        assert_eq!(budget_attempt_no(2, 5), 1, "never below the first attempt");
     }
 }

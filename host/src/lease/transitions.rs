@@ -8,7 +8,9 @@
 //!                       └──(lease expires: claimable by another runner, token + 1)
 //! ```
 //! `succeeded`, `failed`, `cancelled` and `skipped` are terminal: a completed
-//! trigger is never rewritten.
+//! trigger is never rewritten. `running → pending` is also how a drain at
+//! shutdown releases an attempt from its last checkpoint (see
+//! [`super::drain`]).
 
 use crate::registry::manifest::RetryPolicy;
 use crate::sandbox::report::error_class_name;
@@ -38,7 +40,7 @@ pub fn is_legal(from: &str, to: &str) -> bool {
             | ("running", "retry_wait")
             | ("running", "cancelled")
             | ("running", "skipped") // overlap `forbid`
-            | ("running", "pending") // overlap `wait`: released unrun
+            | ("running", "pending") // overlap `wait` (released unrun), or drained at shutdown (released from its checkpoint)
             | ("manual", "pending") // approved by a person
             | ("pending", "cancelled")
             | ("retry_wait", "cancelled")
@@ -55,7 +57,9 @@ fn retriable(result: &RunResult) -> bool {
         }
         // Limits are deterministic for the same code and limits: retrying
         // burns the same budget again. Host errors are ours, not the guest's.
-        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::HostError),
+        // A drained attempt is normally released, not committed; if it is
+        // committed after all, the host stopped it, not the guest.
+        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::HostError | TrapKind::Drained),
     }
 }
 

@@ -104,7 +104,8 @@ impl checkpoint::Host for GuestState {
     }
 
     fn save(&mut self, state: Vec<u8>) -> types::Control {
-        if self.stop.interrupting().is_some() {
+        // A shutdown still lets a guest that reaches a safe point save it.
+        if self.stop.gate_closed() {
             return types::Control::LeaseLost;
         }
         let answer = self.services.save_checkpoint(state);

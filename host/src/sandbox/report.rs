@@ -45,6 +45,9 @@ pub enum TrapKind {
     GuestTrap,
     /// Interrupted because its lease was lost.
     LeaseLost,
+    /// Interrupted because the host was shutting down (drain) and the guest
+    /// did not reach a safe point in time.
+    Drained,
     /// The host failed (a bug or an unavailable dependency), not the guest.
     HostError,
 }
@@ -60,6 +63,7 @@ impl TrapKind {
             TrapKind::StackOverflow => "stack_overflow",
             TrapKind::GuestTrap => "guest_trap",
             TrapKind::LeaseLost => "lease_lost",
+            TrapKind::Drained => "drained",
             TrapKind::HostError => "host_error",
         }
     }
@@ -105,6 +109,10 @@ pub(super) fn classify(
             Interrupted::Deadline => trapped(
                 TrapKind::Deadline,
                 format!("deadline of {:?} exceeded", limits.deadline),
+            ),
+            Interrupted::Stopped(StopReason::Shutdown) => trapped(
+                TrapKind::Drained,
+                "interrupted: the host is shutting down (drain)".into(),
             ),
             Interrupted::Stopped(_) => trapped(
                 TrapKind::LeaseLost,

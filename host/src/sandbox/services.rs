@@ -51,6 +51,11 @@ pub enum StopReason {
     Pause,
     /// Cancel requested: answered at the next host call; not forced.
     Cancel,
+    /// The host is shutting down and the drain's grace for a safe point has
+    /// passed: the guest is interrupted at the next epoch tick. Its lease is
+    /// still current, so the runner releases the trigger (from its last
+    /// checkpoint) instead of committing a result.
+    Shutdown,
     /// The lease is lost: the guest is interrupted at the next epoch tick,
     /// whether or not it calls the host.
     LeaseLost,
@@ -66,9 +71,11 @@ impl StopSignal {
         let code = match reason {
             StopReason::Pause => 1,
             StopReason::Cancel => 2,
-            StopReason::LeaseLost => 3,
+            StopReason::Shutdown => 3,
+            StopReason::LeaseLost => 4,
         };
-        // Keep the most severe reason: lease-lost beats cancel beats pause.
+        // Keep the most severe reason: lease-lost beats shutdown beats
+        // cancel beats pause.
         self.0.fetch_max(code, Ordering::SeqCst);
     }
 
@@ -76,21 +83,29 @@ impl StopSignal {
         match self.0.load(Ordering::SeqCst) {
             1 => Some(StopReason::Pause),
             2 => Some(StopReason::Cancel),
-            3 => Some(StopReason::LeaseLost),
+            3 => Some(StopReason::Shutdown),
+            4 => Some(StopReason::LeaseLost),
             _ => None,
         }
     }
 
     /// A reason that must interrupt the guest now, not at its next host call.
     pub fn interrupting(&self) -> Option<StopReason> {
-        self.reason().filter(|r| *r == StopReason::LeaseLost)
+        self.reason()
+            .filter(|r| matches!(r, StopReason::LeaseLost | StopReason::Shutdown))
+    }
+
+    /// Whether the commit gate is closed: this attempt's result must not
+    /// count (a shutdown interrupts the guest but leaves the gate open).
+    pub fn gate_closed(&self) -> bool {
+        self.reason() == Some(StopReason::LeaseLost)
     }
 
     /// The control answer for the guest's next safe point.
     pub fn control(&self) -> Control {
         match self.reason() {
             None => Control::Proceed,
-            Some(StopReason::Pause) => Control::PauseRequested,
+            Some(StopReason::Pause | StopReason::Shutdown) => Control::PauseRequested,
             Some(StopReason::Cancel) => Control::CancelRequested,
             Some(StopReason::LeaseLost) => Control::LeaseLost,
         }
@@ -117,5 +132,16 @@ mod tests {
         s.request(StopReason::Pause);
         assert_eq!(s.interrupting(), None);
         assert!(matches!(s.control(), Control::PauseRequested));
+    }
+
+    #[test]
+    fn a_shutdown_interrupts_without_closing_the_gate_and_lease_lost_beats_it() {
+        let s = StopSignal::default();
+        s.request(StopReason::Pause);
+        s.request(StopReason::Shutdown);
+        assert_eq!(s.interrupting(), Some(StopReason::Shutdown));
+        assert!(!s.gate_closed());
+        s.request(StopReason::LeaseLost);
+        assert!(s.gate_closed());
     }
 }

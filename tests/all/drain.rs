@@ -1,0 +1,634 @@
+//! Drain at shutdown and heartbeats that nothing can starve.
+//!
+//! - A real `paddock serve` gets SIGTERM with 120 triggers outstanding
+//!   (long ones mid-run, short ones flowing through): short attempts in
+//!   flight finish, long ones checkpoint, pause and are released (no retry
+//!   budget spent), the process prints the unfinished list and exits 0; a
+//!   second process resumes them from their checkpoints with a new token
+//!   and finishes all 120, each exactly once (the conservation query).
+//! - Heartbeats run on their own runtime: with the main runtime's only
+//!   worker blocked for three lease lengths and CPU-bound guests on every
+//!   runner slot, leases keep being renewed and no rival can claim.
+
+use crate::TestHost;
+use crate::ledger::{Ledger, connector, effect, put};
+use crate::procs::{Proc, eventually};
+use paddock::effects::EffectGateway;
+use paddock::lease::{Heartbeats, Runner, RunnerConfig};
+use paddock::store::Store;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Long jobs: few, so the suite's other tests (which run beside this one
+/// with short leases) are not starved of CPU by many spinning guests.
+const LONG: usize = 8;
+const SHORT: usize = 112;
+/// Steps of a long job, each ~10 ms of CPU and a checkpoint: with 8 of
+/// them sharing the machine, several seconds each, so they are mid-run at
+/// TERM and still running when the drain timeout passes.
+const LONG_STEPS: i64 = 150;
+
+/// Busy-loop iterations per long step (~9 ms of CPU here), scaled with
+/// the cores so that more cores do not finish the long jobs before the
+/// drain timeout.
+fn long_spin() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    6_000_000 * (cores.max(2) as u64 / 2)
+}
+
+async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
+    sqlx::query_scalar(host.store.sql(sql))
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap()
+}
+
+/// Jobs `long` and `short` (hello) in a group with room for them; one
+/// attempt each, so a drain that spent the budget or took a pause for a
+/// failure would leave a trigger failed.
+async fn drain_jobs(host: &TestHost) {
+    host.group("drain", i64::MAX, 64 << 20, Duration::from_secs(300))
+        .await;
+    let retry = "[retry]\nmax_attempts = 1\nbackoff = \"1s\"";
+    host.job(
+        "long",
+        "hello",
+        &format!(
+            "resource_group = \"drain\"\n[params]\nsteps = {LONG_STEPS}\nspin_per_step = {}\n{retry}",
+            long_spin()
+        ),
+    )
+    .await;
+    host.job(
+        "short",
+        "hello",
+        &format!(
+            "resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 2000000\n{retry}"
+        ),
+    )
+    .await;
+}
+
+fn serve_flags() -> Vec<&'static str> {
+    vec![
+        "--concurrency",
+        "16",
+        "--lease",
+        "10s",
+        "--poll",
+        "50ms",
+        "--drain-timeout",
+        "3s",
+        "--drain-grace",
+        "10s",
+    ]
+}
+
+/// One line of the unfinished list: (trigger, job, state, attempts,
+/// checkpoint, attempt outcome).
+fn parse_unfinished(stdout: &str) -> Vec<(i64, String, String, i64, Option<i64>, String)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("unfinished trigger "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // unfinished trigger ID job J state S attempts N checkpoint C attempt O
+            assert_eq!(
+                (w[1], w[3], w[5], w[7], w[9], w[11]),
+                (
+                    "trigger",
+                    "job",
+                    "state",
+                    "attempts",
+                    "checkpoint",
+                    "attempt"
+                ),
+                "{l}"
+            );
+            (
+                w[2].parse().unwrap(),
+                w[4].to_string(),
+                w[6].to_string(),
+                w[8].parse().unwrap(),
+                w[10].parse().ok(),
+                w[12].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_all_exactly_once() {
+    let started = Instant::now();
+    let host = TestHost::new().await;
+    drain_jobs(&host).await;
+    // Long ones first: the first claim takes them all, and the short ones
+    // flow through the remaining slots.
+    for _ in 0..LONG {
+        host.trigger("long", json!({})).await;
+    }
+    for _ in 0..SHORT {
+        host.trigger("short", json!({})).await;
+    }
+    assert_eq!(host.count("triggers").await, 120);
+
+    let mut a = Proc::serve("drain-a", &host.url, host.dir.path(), &serve_flags());
+    // TERM once every long job is mid-run (a checkpoint saved) and short
+    // ones are flowing (some done, most still to come).
+    eventually(
+        Duration::from_secs(60),
+        "long jobs mid-run and short ones flowing",
+        || async {
+            let long_mid_run = scalar(
+                &host,
+                "SELECT count(*) FROM triggers t JOIN checkpoints c ON c.trigger_id = t.id \
+                 WHERE t.job_id = 'long' AND t.state = 'running' AND c.seq >= 1",
+            )
+            .await;
+            let short_done = scalar(
+                &host,
+                "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'succeeded'",
+            )
+            .await;
+            (long_mid_run == LONG as i64 && short_done >= 4).then_some(())
+        },
+    )
+    .await;
+    let short_done_at_term = scalar(
+        &host,
+        "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'succeeded'",
+    )
+    .await;
+    a.signal("TERM");
+    let status = a
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("A did not exit after TERM\n{}", a.stderr()));
+    let out = a.stdout();
+    assert!(status.success(), "A exited {status}\n{out}\n{}", a.stderr());
+    assert!(
+        out.contains("pause requested"),
+        "long jobs outlast the drain timeout, so A asked them to pause:\n{out}"
+    );
+
+    // The unfinished list: long jobs only, released to pending from a
+    // checkpoint part-way through.
+    let unfinished = parse_unfinished(&out);
+    assert!(!unfinished.is_empty(), "long jobs were parked:\n{out}");
+    for (id, job, state, attempts, checkpoint, outcome) in &unfinished {
+        assert_eq!(
+            (job.as_str(), state.as_str(), *attempts, outcome.as_str()),
+            ("long", "pending", 1, "released"),
+            "trigger {id}:\n{out}"
+        );
+        let seq = checkpoint.unwrap_or_else(|| panic!("trigger {id} parked without a checkpoint"));
+        assert!((1..LONG_STEPS).contains(&seq), "trigger {id} at {seq}");
+        let t = host.store.trigger_get(*id).await.unwrap();
+        assert_eq!((t.state.as_str(), t.lease_owner), ("pending", None));
+        let attempts = host.store.attempts_for(*id).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(
+            (
+                attempts[0].outcome.as_deref(),
+                attempts[0].error_class.as_deref()
+            ),
+            (Some("released"), Some("drained"))
+        );
+    }
+    // Short attempts in flight at TERM finished: A released none of them,
+    // and more short jobs succeeded during the drain than before it.
+    let short_released = scalar(
+        &host,
+        "SELECT count(*) FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
+         WHERE t.job_id = 'short' AND (a.outcome IS NULL OR a.outcome <> 'succeeded')",
+    )
+    .await;
+    assert_eq!(short_released, 0, "short attempts finish during the drain");
+    let short_done_after = scalar(
+        &host,
+        "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'succeeded'",
+    )
+    .await;
+    assert!(
+        short_done_after > short_done_at_term,
+        "short attempts in flight at TERM finished ({short_done_at_term} → {short_done_after})"
+    );
+    assert_eq!(
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE state = 'running'"
+        )
+        .await,
+        0,
+        "A left no lease behind"
+    );
+
+    // A second process resumes the parked ones (token + 1, from their
+    // checkpoint) and runs what A never claimed.
+    let mut b = Proc::serve("drain-b", &host.url, host.dir.path(), &serve_flags());
+    eventually(
+        Duration::from_secs(120),
+        "all 120 triggers succeeded",
+        || async {
+            let done = scalar(
+                &host,
+                "SELECT count(*) FROM triggers WHERE state = 'succeeded'",
+            )
+            .await;
+            let failed = scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE state NOT IN ('succeeded', 'pending', 'running')",
+        )
+        .await;
+            assert_eq!(failed, 0, "no trigger may fail or wait to retry");
+            (done == 120).then_some(())
+        },
+    )
+    .await;
+    b.signal("TERM");
+    let status = b.wait_exit(Duration::from_secs(60)).expect("B exits");
+    assert!(status.success(), "{}", b.stderr());
+    assert!(
+        parse_unfinished(&b.stdout()).is_empty(),
+        "B finished everything:\n{}",
+        b.stdout()
+    );
+
+    // Resumed from the checkpoint A printed, under a new token.
+    for (id, _, _, _, checkpoint, _) in &unfinished {
+        let t = host.store.trigger_get(*id).await.unwrap();
+        assert_eq!((t.attempts, t.fencing_token), (2, 2), "trigger {id}");
+        let result: serde_json::Value = serde_json::from_slice(&t.result.unwrap()).unwrap();
+        assert_eq!(result["steps"], LONG_STEPS, "trigger {id}");
+        assert_eq!(result["resumed_from"], checkpoint.unwrap(), "trigger {id}");
+    }
+
+    // Conservation.
+    let q = |sql| scalar(&host, sql);
+    assert_eq!(q("SELECT count(*) FROM triggers").await, 120);
+    assert_eq!(
+        q("SELECT count(*) FROM triggers WHERE state = 'succeeded' AND result IS NOT NULL").await,
+        120,
+        "every trigger succeeded, with its result"
+    );
+    let committed = q("SELECT count(*) FROM attempts WHERE outcome = 'succeeded'").await;
+    assert_eq!(committed, 120, "one committed result per trigger");
+    assert_eq!(
+        q(
+            "SELECT count(*) FROM (SELECT trigger_id FROM attempts WHERE outcome = 'succeeded' \
+           GROUP BY trigger_id HAVING count(*) > 1) AS twice"
+        )
+        .await,
+        0,
+        "no trigger has two successful attempts"
+    );
+    let released = q("SELECT count(*) FROM attempts WHERE outcome = 'released'").await;
+    assert_eq!(released, unfinished.len() as i64);
+    let attempts = q("SELECT count(*) FROM attempts").await;
+    assert_eq!(
+        attempts,
+        committed + released,
+        "every attempt committed or released"
+    );
+    assert_eq!(
+        q("SELECT CAST(coalesce(sum(attempts), 0) AS BIGINT) FROM triggers").await,
+        attempts,
+        "the triggers' attempt counts sum to the attempt rows"
+    );
+    assert_eq!(
+        q("SELECT count(*) FROM triggers WHERE job_id = 'short' AND attempts <> 1").await,
+        0
+    );
+    assert_eq!(q("SELECT count(*) FROM triggers t WHERE t.job_id = 'long' AND t.id NOT IN (SELECT trigger_id FROM attempts WHERE outcome = 'released') AND t.attempts <> 1").await, 0);
+    assert_eq!(
+        host.store.counter("stale_token_rejections").await.unwrap(),
+        0
+    );
+    eprintln!(
+        "drain test: {} parked and resumed, {short_done_at_term} short done at TERM, {:?}",
+        unfinished.len(),
+        started.elapsed()
+    );
+}
+
+/// Wait until `owner` holds every one of `n` triggers' leases.
+async fn all_leased(host: &TestHost, n: i64) {
+    eventually(Duration::from_secs(60), "every trigger leased", || async {
+        (scalar(
+            host,
+            "SELECT count(*) FROM triggers WHERE state = 'running'",
+        )
+        .await
+            == n)
+            .then_some(())
+    })
+    .await;
+}
+
+/// What a rival saw while the main runtime was blocked.
+#[derive(Debug, Default)]
+struct RivalView {
+    claims: usize,
+    expired_seen: i64,
+    first_lease_until: Option<i64>,
+    last_lease_until: Option<i64>,
+    polls: usize,
+}
+
+/// For `for_how_long`, from a thread and a runtime and a pool of its own:
+/// try to claim (only expired leases could be), and watch the leases.
+fn rival(url: String, for_how_long: Duration) -> std::thread::JoinHandle<RivalView> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let store = Store::open_with(&url, Some(2)).await.unwrap();
+            let mut view = RivalView::default();
+            let until = Instant::now() + for_how_long;
+            while Instant::now() < until {
+                view.claims += store
+                    .trigger_claim_batch("rival", 60_000, 10, None)
+                    .await
+                    .unwrap()
+                    .len();
+                let (expired, min_until): (i64, Option<i64>) = sqlx::query_as(store.sql(
+                    "SELECT count(CASE WHEN lease_until < CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN 1 END), min(lease_until) \
+                     FROM triggers WHERE state = 'running'",
+                ))
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+                view.expired_seen += expired;
+                if view.first_lease_until.is_none() {
+                    view.first_lease_until = min_until;
+                }
+                if min_until.is_some() {
+                    view.last_lease_until = min_until;
+                }
+                view.polls += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            store.close().await;
+            view
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_are_busy() {
+    let host = TestHost::new().await;
+    host.group("busy", i64::MAX, 64 << 20, Duration::from_secs(300))
+        .await;
+    // CPU-bound guests (tens of ms per step), one per runner slot: more
+    // busy threads than the main runtime has workers.
+    host.job(
+        "busy",
+        "hello",
+        "resource_group = \"busy\"\n[params]\nsteps = 20\nspin_per_step = 20000000",
+    )
+    .await;
+    const N: i64 = 4;
+    for _ in 0..N {
+        host.trigger("busy", json!({})).await;
+    }
+    let lease = Duration::from_secs(2);
+    let config = RunnerConfig {
+        runner_id: "A".into(),
+        lease,
+        heartbeat_every: lease / 5,
+        max_concurrency: N as usize,
+        poll_interval: Duration::from_millis(20),
+        ..RunnerConfig::default()
+    };
+    let heartbeats = Heartbeats::dedicated(&host.url, 2).await.unwrap();
+    let runner = Runner::with_parts(
+        host.store.clone(),
+        host.sandbox.clone(),
+        config,
+        EffectGateway::new(host.store.clone()),
+        heartbeats,
+    );
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run_until_idle().await.unwrap() }
+    });
+    all_leased(&host, N).await;
+
+    // Block the main runtime's only worker for three lease lengths (as a
+    // task that blocks instead of awaiting would), while a rival with its
+    // own runtime tries to claim and watches the leases.
+    let blocked_for = lease * 3;
+    let watcher = rival(host.url.clone(), blocked_for);
+    let hog = tokio::spawn(async move { std::thread::sleep(blocked_for) });
+    let view = tokio::task::spawn_blocking(move || watcher.join().unwrap())
+        .await
+        .unwrap();
+    hog.await.unwrap();
+    let summaries = run.await.unwrap();
+
+    assert!(view.polls >= 10, "{view:?}");
+    assert_eq!(
+        view.claims, 0,
+        "no lease lapsed, so no rival could claim: {view:?}"
+    );
+    assert_eq!(view.expired_seen, 0, "{view:?}");
+    // Renewed while the runtime was blocked: the leases moved forward.
+    if let (Some(first), Some(last)) = (view.first_lease_until, view.last_lease_until) {
+        assert!(
+            last > first + lease.as_millis() as i64,
+            "leases were renewed during the block: {view:?}"
+        );
+    }
+    assert_eq!(summaries.len(), N as usize);
+    for s in &summaries {
+        assert!(s.committed && s.outcome == "succeeded", "{s:?}");
+    }
+    assert_eq!(
+        scalar(
+            &host,
+            "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND attempts = 1"
+        )
+        .await,
+        N
+    );
+    assert_eq!(
+        host.store.counter("stale_token_rejections").await.unwrap(),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_and_released() {
+    let host = TestHost::new().await;
+    host.group("forever", i64::MAX, 64 << 20, Duration::from_secs(300))
+        .await;
+    // `spin` never calls the host: it cannot answer a pause.
+    host.job(
+        "spin",
+        "spin",
+        "resource_group = \"forever\"\n[retry]\nmax_attempts = 1\nbackoff = \"1s\"",
+    )
+    .await;
+    let t = host.trigger("spin", json!({})).await;
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig {
+            runner_id: "A".into(),
+            poll_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_millis(300),
+            drain_grace: Duration::from_millis(700),
+            ..RunnerConfig::default()
+        },
+    );
+    let store = host.store.clone();
+    let id = t.id;
+    let shutdown = async move {
+        // Shut down once the attempt is running.
+        while store.trigger_get(id).await.unwrap().state != "running" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let started = Instant::now();
+    let report = runner.run_and_drain(shutdown).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(report.paused && report.interrupted, "{report:?}");
+    assert_eq!(report.released(), 1, "{report:?}");
+    assert_eq!(report.unfinished.len(), 1);
+    let u = &report.unfinished[0];
+    assert_eq!(
+        (
+            u.trigger_id,
+            u.job_id.as_str(),
+            u.state.as_str(),
+            u.attempts,
+            u.checkpoint_seq
+        ),
+        (t.id, "spin", "pending", 1, None)
+    );
+    let attempts = host.store.attempts_for(t.id).await.unwrap();
+    assert_eq!(
+        (
+            attempts[0].outcome.as_deref(),
+            attempts[0].error_class.as_deref()
+        ),
+        (Some("released"), Some("drained"))
+    );
+    assert!(
+        attempts[0]
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("shutting down"),
+        "{:?}",
+        attempts[0].error_message
+    );
+    // Released, not failed (one attempt allowed), and claimable at once by
+    // another runner with the next token.
+    let claims = host
+        .store
+        .trigger_claim_batch("B", 60_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(
+        (
+            claims[0].trigger_id,
+            claims[0].fencing_token,
+            claims[0].attempt_no
+        ),
+        (t.id, 2, 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_attempt_queries_it()
+{
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_millis(800), true),
+    )
+    .await;
+    host.job(
+        "pay",
+        "effector",
+        "connectors = [\"ledger\"]\n[retry]\nmax_attempts = 3\nbackoff = \"10ms\"",
+    )
+    .await;
+    let key = "drain-pay/reserve/v1";
+    // The ledger applies the effect at once but answers after the
+    // connector's timeout: the host cannot know it happened.
+    ledger
+        .fault(json!({"delay_response_ms": 2000, "count": 1, "scope": {"idempotency_key": key}}))
+        .await;
+    let t = host
+        .trigger("pay", effect("ledger", "RES-D", "reserve", key, 5))
+        .await;
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig {
+            runner_id: "A".into(),
+            poll_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_millis(100),
+            drain_grace: Duration::from_secs(20),
+            ..RunnerConfig::default()
+        },
+    );
+    let store = host.store.clone();
+    // Shut down while the effect is in flight (its intent is written).
+    let shutdown = async move {
+        loop {
+            let n: i64 = sqlx::query_scalar(
+                store.sql("SELECT count(*) FROM effects WHERE state = 'intent'"),
+            )
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            if n == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let report = runner.run_and_drain(shutdown).await;
+    assert!(report.paused && !report.interrupted, "{report:?}");
+    assert_eq!(report.released(), 1, "{report:?}");
+    let u = &report.unfinished[0];
+    assert_eq!(
+        (u.trigger_id, u.state.as_str(), u.unknown_effects.clone()),
+        (t.id, "pending", vec![key.to_string()]),
+        "{report:?}"
+    );
+    assert!(
+        u.to_string().ends_with(&format!("unknown_effects {key}")),
+        "{u}"
+    );
+    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((e.state.as_str(), e.sends), ("unknown", 1));
+
+    // The next attempt asks the ledger by key before anything else: found,
+    // so it replays instead of sending again.
+    let b = host.runner("B", Duration::from_secs(30));
+    let summaries = b.run_until_idle().await.unwrap();
+    assert_eq!(summaries.len(), 1);
+    assert!(summaries[0].committed, "{:?}", summaries[0]);
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        (t.state.as_str(), t.attempts, t.fencing_token),
+        ("succeeded", 2, 2),
+        "{:?}",
+        t.error_message
+    );
+    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((e.state.as_str(), e.sends), ("succeeded", 1));
+    assert_eq!(ledger.stat("applied").await, 1, "performed once");
+    ledger.stop().await;
+}
