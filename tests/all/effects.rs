@@ -767,3 +767,83 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be compensated"));
     ledger.stop().await;
 }
+
+/// While a connector's breaker is open, work that needs it is parked until
+/// the breaker lets a probe through — it does not burn attempts. With a
+/// budget of one attempt, a trigger refused by the open breaker would fail
+/// at once if the refusal spent its attempt; parked, it waits and succeeds
+/// once the downstream is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_an_attempt() {
+    let host = TestHost::new().await;
+    let ledger = Ledger::start().await;
+    let mut c = connector("ledger", &ledger, Duration::from_secs(5), true);
+    c.breaker_min_calls = 1;
+    c.breaker_failure_rate = 0.5;
+    c.breaker_open_ms = 1_500;
+    put(&host.store, c).await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 1, "10ms", false))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+
+    // The downstream fails: the first trigger's one send opens the breaker.
+    ledger
+        .fault(json!({"error_rate": 1.0, "error_status": 503, "seed": 3}))
+        .await;
+    let first = host
+        .trigger("pay", effect("ledger", "RES-P1", "charge", "park/1", 5))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    assert_eq!(
+        host.store.trigger_get(first.id).await.unwrap().state,
+        "failed"
+    );
+    let sent_while_failing = ledger.stat("requests_received").await;
+
+    // The second trigger meets the open breaker: parked, nothing sent.
+    let parked = host
+        .trigger("pay", effect("ledger", "RES-P2", "charge", "park/2", 5))
+        .await;
+    let summaries = runner.run_until_idle().await.unwrap();
+    assert_eq!(summaries[0].outcome, "parked", "{summaries:?}");
+    let t = host.store.trigger_get(parked.id).await.unwrap();
+    assert_eq!(t.state, "pending");
+    assert!(
+        t.next_run_at >= host.store.now_ms().await.unwrap() + 500,
+        "parked until the breaker half-opens, not retried at once"
+    );
+    assert_eq!(ledger.stat("requests_received").await, sent_while_failing);
+
+    // The downstream recovers; after the open period the probe goes through.
+    ledger.clear_faults().await;
+    let done = crate::procs::eventually(Duration::from_secs(30), "the parked trigger", || async {
+        runner.run_until_idle().await.unwrap();
+        let t = host.store.trigger_get(parked.id).await.unwrap();
+        matches!(t.state.as_str(), "succeeded" | "failed").then_some(t)
+    })
+    .await;
+    assert_eq!(done.state, "succeeded", "{:?}", done.error_message);
+    let attempts = host.store.attempts_for(parked.id).await.unwrap();
+    let released = attempts
+        .iter()
+        .filter(|a| a.outcome.as_deref() == Some("released"))
+        .count();
+    assert!(released >= 1, "{attempts:?}");
+    assert!(
+        attempts
+            .iter()
+            .filter(|a| a.outcome.as_deref() == Some("released"))
+            .all(|a| a.error_class.as_deref() == Some("circuit_open"))
+    );
+    assert_eq!(
+        host.store
+            .effect_get("park/2")
+            .await
+            .unwrap()
+            .unwrap()
+            .sends,
+        1,
+        "one send: the probe"
+    );
+    ledger.stop().await;
+}

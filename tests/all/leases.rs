@@ -283,12 +283,18 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Another runner takes the trigger over (as after a partition): by the
     // database's reckoning A's lease is long gone.
-    let now = host.store.now_ms().await.unwrap();
-    let b = host
-        .store
-        .trigger_claim_batch("B", 60_000, 1, Some(now + HOUR_MS))
-        .await
-        .unwrap();
+    // On PostgreSQL the claim skips a row A's heartbeat has locked for the
+    // moment; the next poll would take it, so try again like one.
+    let b = crate::procs::eventually(Duration::from_secs(5), "B's takeover", || async {
+        let now = host.store.now_ms().await.unwrap();
+        let b = host
+            .store
+            .trigger_claim_batch("B", 60_000, 1, Some(now + HOUR_MS))
+            .await
+            .unwrap();
+        (!b.is_empty()).then_some(b)
+    })
+    .await;
     assert_eq!(b.len(), 1);
     let started = std::time::Instant::now();
     let summaries = run.await.unwrap();

@@ -20,9 +20,11 @@ use tokio::sync::Semaphore;
 /// Gateway settings. Defaults: connector rows cached 1 s; a backoff inside
 /// one `invoke` is capped at 5 s (longer waits belong to `retry_wait`);
 /// `max_park` (default 0: off) lets a call wait, sending nothing, for an
-/// open breaker before answering `circuit-open` — it keeps the attempt but
-/// holds a runner slot, which in the retry-storm test cut throughput, so it
-/// is off until parking moves into the scheduler (`next_run_at`).
+/// open breaker before answering `circuit-open`. It holds a runner slot
+/// while it waits (which cut throughput in the retry-storm test), so the
+/// default is to answer at once: the refusal is noted in the attempt's
+/// [`ParkSlot`] and the runner parks the trigger in the schedule
+/// (`next_run_at`) without spending an attempt.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub connector_ttl: Duration,

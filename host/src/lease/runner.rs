@@ -7,9 +7,10 @@
 //! released from their last checkpoint without spending retry budget.
 
 use super::drain::{self, DrainReport};
+use super::group_commit::CommitQueue;
 use super::heartbeat::Heartbeats;
 use super::transitions;
-use crate::effects::{Caller, EffectGateway};
+use crate::effects::{Caller, EffectGateway, ParkSlot};
 use crate::registry::manifest::PlanSpec;
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
@@ -109,6 +110,8 @@ pub struct Runner {
     wake: Notify,
     slots: Arc<Semaphore>,
     heartbeats: Heartbeats,
+    /// Attempt ends wait here to be committed together.
+    commits: CommitQueue,
     /// The stop signal of every attempt in flight, by attempt id, so a
     /// drain can ask them all to pause.
     in_flight: std::sync::Mutex<HashMap<i64, Arc<StopSignal>>>,
@@ -141,6 +144,7 @@ impl Runner {
         effects: Arc<EffectGateway>,
         heartbeats: Heartbeats,
     ) -> Arc<Self> {
+        let commits = CommitQueue::new(store.clone(), 128);
         Arc::new(Self {
             plans: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
@@ -149,6 +153,7 @@ impl Runner {
             config,
             effects,
             wake: Notify::new(),
+            commits,
             heartbeats,
             in_flight: Default::default(),
         })
@@ -338,6 +343,7 @@ impl Runner {
             }
         }
         let progress = Arc::new(AtomicI64::new(0));
+        let park = Arc::new(ParkSlot::default());
         let heartbeat = self.heartbeats.spawn(
             lease.clone(),
             self.config.clone(),
@@ -345,7 +351,7 @@ impl Runner {
             progress.clone(),
         );
         let report = self
-            .run_attempt(&claim, &lease, stop.clone(), progress)
+            .run_attempt(&claim, &lease, stop.clone(), progress, park.clone())
             .await;
         heartbeat.abort();
         let (report, policy) = match report {
@@ -442,7 +448,7 @@ impl Runner {
             summary.error_class = Some("drained".into());
             match self
                 .store
-                .attempt_release(&lease, &end, "drained", &why)
+                .attempt_release(&lease, &end, "drained", &why, 0)
                 .await
             {
                 Ok(()) => summary.outcome = "released".into(),
@@ -454,7 +460,30 @@ impl Runner {
             }
             return summary;
         }
-        match self.store.attempt_finish(&lease, &end).await {
+        if let Some(wait_ms) = transitions::breaker_park(park.parked_for(), &report.result) {
+            // An open breaker refused this attempt's effect and the guest
+            // gave up for now: park the trigger until the breaker lets a
+            // probe through, without spending an attempt (released attempts
+            // are not counted) — the downstream is down, not the job.
+            let wait_ms = transitions::jittered(wait_ms, rand::random::<f64>());
+            summary.error_class = Some("circuit_open".into());
+            let why = format!("parked {wait_ms} ms: a connector's circuit breaker is open");
+            match self
+                .store
+                .attempt_release(&lease, &end, "circuit_open", &why, wait_ms as i64)
+                .await
+            {
+                Ok(()) => summary.outcome = "parked".into(),
+                Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
+                Err(e) => {
+                    tracing::error!(trigger_id = claim.trigger_id, error = %e, "park failed; the lease will expire and the trigger be taken over");
+                    summary.outcome = "release_failed".into();
+                }
+            }
+            return summary;
+        }
+        // Group commit: attempts ending together share one transaction.
+        match self.commits.finish(&lease, &end).await {
             Ok(()) => {
                 summary.outcome = end.trigger_state.to_string();
                 summary.committed = true;
@@ -568,6 +597,7 @@ impl Runner {
         lease: &LeaseRef,
         stop: Arc<StopSignal>,
         progress: Arc<AtomicI64>,
+        park: Arc<ParkSlot>,
     ) -> Result<
         (
             crate::sandbox::RunReport,
@@ -625,6 +655,7 @@ impl Runner {
             runtime: tokio::runtime::Handle::current(),
             effects: self.effects.clone(),
             retry: spec.retry.clone(),
+            park,
         });
         let sandbox = self.sandbox.clone();
         let report = tokio::task::spawn_blocking(move || {
@@ -686,6 +717,8 @@ impl Drop for InFlight<'_> {
 
 /// The host services of one attempt, backed by fenced store writes.
 struct RunnerServices {
+    /// Set by the effect gateway when an open breaker refused a call.
+    park: Arc<ParkSlot>,
     store: Store,
     lease: LeaseRef,
     stop: Arc<StopSignal>,
@@ -703,7 +736,7 @@ impl RunnerServices {
             granted: &self.connectors,
             retry: &self.retry,
             stop: Some(&self.stop),
-            park: None,
+            park: Some(&self.park),
         }
     }
 }

@@ -161,6 +161,29 @@ pub fn attempt_end(
     }
 }
 
+/// Whether an attempt that an open circuit breaker refused parks its
+/// trigger instead of spending an attempt: the gateway noted a wait
+/// (`parked_for`) and the guest gave up with a transient or unknown error,
+/// which is what a refused effect becomes. Returns the wait in ms. Any other
+/// end (output, a permanent error, a trap) is judged as usual.
+pub fn breaker_park(parked_for: Option<u64>, result: &RunResult) -> Option<u64> {
+    let wait = parked_for?;
+    match result {
+        RunResult::JobFailed { class, .. }
+            if matches!(class, ErrorClass::Transient | ErrorClass::Unknown) =>
+        {
+            Some(wait)
+        }
+        _ => None,
+    }
+}
+
+/// `ms` spread over `[ms, 1.25 ms]`, so triggers parked behind one breaker
+/// do not all come back in the same instant (it lets one probe through).
+pub fn jittered(ms: u64, unit: f64) -> u64 {
+    ms + (ms as f64 * 0.25 * unit.clamp(0.0, 1.0)) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +306,23 @@ mod tests {
         let end = attempt_end(&fuel, at(1), &policy(3, true), 0.5);
         assert_eq!(end.trigger_state, "failed");
         assert_eq!(end.error_class.as_deref(), Some("fuel_exhausted"));
+    }
+
+    #[test]
+    fn only_a_guest_that_gave_up_transiently_behind_an_open_breaker_parks() {
+        let transient = RunResult::JobFailed {
+            class: ErrorClass::Transient,
+            message: "circuit-open".into(),
+        };
+        let permanent = RunResult::JobFailed {
+            class: ErrorClass::Permanent,
+            message: "no".into(),
+        };
+        assert_eq!(breaker_park(Some(800), &transient), Some(800));
+        assert_eq!(breaker_park(None, &transient), None, "no breaker refused");
+        assert_eq!(breaker_park(Some(800), &permanent), None);
+        assert_eq!(breaker_park(Some(800), &RunResult::Output(vec![])), None);
+        assert_eq!(jittered(800, 0.0), 800);
+        assert_eq!(jittered(800, 1.0), 1000);
     }
 }

@@ -1,6 +1,7 @@
-//! Releasing a drained attempt: the trigger goes back to `pending` (due
-//! now, so any runner may claim it at once with token + 1 and resume from
-//! the last checkpoint) and the attempt is closed as `released`, in one
+//! Releasing an attempt without a result — drained at shutdown (due now, so
+//! any runner may claim it at once with token + 1 and resume from the last
+//! checkpoint) or parked behind an open circuit breaker (due when the
+//! breaker lets a probe through): the trigger goes back to `pending` and the attempt is closed as `released`, in one
 //! transaction fenced by the attempt's token. A released attempt does not
 //! count against the retry budget (see `lease::runner`).
 
@@ -9,7 +10,7 @@ use super::*;
 
 impl Store {
     /// Release a running attempt's trigger without a result: `pending`,
-    /// due now, lease cleared; the attempt closed as `released` with
+    /// due in `delay_ms` (0: now), lease cleared; the attempt closed as `released` with
     /// `error_class` = `why_class` and its fuel, memory, wall and log.
     /// Fenced by token and state; a stale token is [`StoreError::LeaseLost`]
     /// (and counted), and nothing is written.
@@ -19,16 +20,18 @@ impl Store {
         end: &AttemptEnd,
         why_class: &str,
         why: &str,
+        delay_ms: i64,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', lease_owner = NULL, lease_until = NULL, \
              next_run_at = ",
             now_ms!(),
-            ", updated_at = ",
+            " + ?, updated_at = ",
             now_ms!(),
             " WHERE id = ? AND fencing_token = ? AND state = 'running'"
         )))
+        .bind(delay_ms.max(0))
         .bind(lease.trigger_id)
         .bind(lease.fencing_token)
         .execute(&mut *tx)
