@@ -1,7 +1,9 @@
 //! The retry storm: a downstream failing 50% and then 100% of calls, under
 //! three policies measured in the same test — retries off, naive immediate
 //! retries, and the budget (3 tries, backoff with jitter, circuit breaker).
-//! Run with `--nocapture` to see the table.
+//! Every policy also has `max_elapsed = 2s`: work parked behind the open
+//! breaker spends no attempts, so the clock is what ends it while the
+//! downstream stays down. Run with `--nocapture` to see the table.
 
 use crate::TestHost;
 use crate::ledger::{Ledger, connector, effect, put};
@@ -64,7 +66,7 @@ async fn run(policy: Policy) -> Row {
         "storm",
         "effector",
         &format!(
-            "connectors = [\"ledger\"]\n[retry]\nmax_attempts = {max_attempts}\nbackoff = \"{backoff}\"\njitter = {jitter}\n"
+            "connectors = [\"ledger\"]\n[retry]\nmax_attempts = {max_attempts}\nbackoff = \"{backoff}\"\njitter = {jitter}\nmax_elapsed = \"2s\"\n"
         ),
     )
     .await;

@@ -460,12 +460,23 @@ impl Runner {
             }
             return summary;
         }
-        if let Some(wait_ms) = transitions::breaker_park(park.parked_for(), &report.result) {
+        let parked_for = transitions::breaker_park(park.parked_for(), &report.result)
+            .map(|ms| transitions::jittered(ms, rand::random::<f64>()))
+            // Parking spends no attempt, but time still counts: a trigger
+            // that would outlive its max_age / max_elapsed while parked is
+            // judged as usual instead (attempt number 0 asks only the clock).
+            .filter(|ms| {
+                let clock_only = transitions::Budget {
+                    attempt_no: 0,
+                    ..budget
+                };
+                transitions::budget_spent(&policy, clock_only, *ms).is_none()
+            });
+        if let Some(wait_ms) = parked_for {
             // An open breaker refused this attempt's effect and the guest
             // gave up for now: park the trigger until the breaker lets a
             // probe through, without spending an attempt (released attempts
             // are not counted) — the downstream is down, not the job.
-            let wait_ms = transitions::jittered(wait_ms, rand::random::<f64>());
             summary.error_class = Some("circuit_open".into());
             let why = format!("parked {wait_ms} ms: a connector's circuit breaker is open");
             match self
