@@ -387,6 +387,12 @@ async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_noth
         .await
         .unwrap();
     if host.store.dialect() == paddock::store::Dialect::Postgres {
+        // This transaction idles on purpose: exempt it from the store's
+        // idle-in-transaction timeout.
+        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0")
+            .execute(&mut *lock)
+            .await
+            .unwrap();
         sqlx::query("LOCK TABLE triggers IN ACCESS EXCLUSIVE MODE")
             .execute(&mut *lock)
             .await
