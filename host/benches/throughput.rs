@@ -405,13 +405,17 @@ async fn in_process(
 
 /// Paddock's own store calls per job without the sandbox, for the
 /// breakdown: `trigger_claim_batch(batch)`, then `attempt_finish` for each
-/// claim, one after the other, until nothing is left.
+/// claim, one after the other, until nothing is left. Notes the mean
+/// time of one claim statement with the whole backlog pending (the first
+/// tenth of the claims) and with little left (the last tenth), and of one
+/// `attempt_finish`.
 async fn store_calls(
     db: &Db<'_>,
     run: &str,
     sandbox: &Arc<Sandbox>,
     n: usize,
     batch: i64,
+    notes: &std::sync::Mutex<Vec<String>>,
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
@@ -428,8 +432,10 @@ async fn store_calls(
         wall_ms: 0,
         log: String::new(),
     };
+    let (mut claim_times, mut finish_total) = (Vec::new(), Duration::ZERO);
     let t = Instant::now();
     loop {
+        let c = Instant::now();
         let claims = store
             .trigger_claim_batch("calls", 30_000, batch, None)
             .await
@@ -437,14 +443,34 @@ async fn store_calls(
         if claims.is_empty() {
             break;
         }
+        claim_times.push(c.elapsed());
+        let f = Instant::now();
         for claim in claims {
             store
                 .attempt_finish(&claim.lease("calls"), &end)
                 .await
                 .unwrap();
         }
+        finish_total += f.elapsed();
     }
     let w = window(&store, after, t.elapsed()).await;
+    let tenth = (claim_times.len() / 10).max(1);
+    let mean_ms = |d: &[Duration]| {
+        d.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / d.len().max(1) as f64
+    };
+    notes.lock().unwrap().push(format!(
+        "{:<11} claim of {batch:>2}: {:>6.2} ms with ~{n} pending, {:>6.2} ms with <{} pending; \
+         attempt_finish: {:.2} ms per job",
+        if store.dialect() == Dialect::Postgres {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
+        mean_ms(&claim_times[..tenth]),
+        mean_ms(&claim_times[claim_times.len() - tenth..]),
+        (n / 10).max(batch as usize),
+        finish_total.as_secs_f64() * 1e3 / n.max(1) as f64,
+    ));
     store.close().await;
     w
 }
@@ -558,7 +584,7 @@ fn print_table(rows: &[Row]) {
         "claim + complete throughput, no-op Wasm jobs (jobs/s over the DB-clock window first claim -> last finish)"
     );
     println!(
-        "{:<46} {:>6} {:>9} {:>7} {:>10} {:>8} {:>19} {:>7} {:>9}",
+        "{:<54} {:>6} {:>9} {:>7} {:>10} {:>8} {:>19} {:>7} {:>9}",
         "configuration",
         "jobs",
         "attempts",
@@ -572,7 +598,7 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         let ratio = r.paddock.rate() / r.floor_rate();
         println!(
-            "{:<46} {:>6} {:>9} {:>7.1} {:>10.0} {:>8.1} {:>9.0}/{:<9.0} {:>6.2}x {:>9}",
+            "{:<54} {:>6} {:>9} {:>7.1} {:>10.0} {:>8.1} {:>9.0}/{:<9.0} {:>6.2}x {:>9}",
             r.name,
             r.paddock.jobs,
             r.paddock.attempts,
@@ -638,6 +664,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
     let mut rows = Vec::new();
+    let notes = std::sync::Mutex::new(Vec::new());
     let total = Instant::now();
 
     if only.is_empty() || only == "sqlite" {
@@ -674,7 +701,7 @@ async fn main() {
                 &sandbox,
                 n_sqlite,
                 1,
-                store_calls(&db, &tag, &sandbox, n_sqlite, batch),
+                store_calls(&db, &tag, &sandbox, n_sqlite, batch, &notes),
             )
             .await;
         }
@@ -717,7 +744,7 @@ async fn main() {
                 &sandbox,
                 n_pg,
                 1,
-                store_calls(&db, &tag, &sandbox, n_pg, batch),
+                store_calls(&db, &tag, &sandbox, n_pg, batch, &notes),
             )
             .await;
         }
@@ -728,6 +755,10 @@ async fn main() {
         "claim = attempts per claim statement (mean). The 'store calls only' rows are a breakdown, \
          not Paddock: Paddock's own claim and finish calls, sequential, no Wasm."
     );
+    println!("breakdown (store calls only, sequential, mean per call):");
+    for note in notes.lock().unwrap().iter() {
+        println!("  {note}");
+    }
     println!(
         "floor: raw SQL, batches of {FLOOR_BATCH}: claim + attempt insert in one transaction, \
          fenced completions + attempt close in a second; one worker per Paddock process; \
