@@ -1,0 +1,769 @@
+//! Claim + complete throughput for no-op Wasm jobs, next to the floor.
+//!
+//! Paddock: N manual triggers of the `noop` guest are inserted at once and
+//! run to `succeeded` — each one a claim (fencing token + 1, lease, attempt
+//! row), a sandboxed Wasm run, and a fenced commit of the trigger and its
+//! attempt. Jobs/s is N over the database-clock window from the first
+//! attempt's `started_at` to the last trigger's `finished_at`, so process
+//! start-up is not counted (a short warm-up batch runs first).
+//!
+//! Floor: the same N triggers, in a fresh schema of the same database,
+//! driven by a raw SQL loop doing only the minimal statements in batches of
+//! 100 — one transaction claims (`UPDATE ... fencing_token + 1 ... WHERE id
+//! IN (SELECT ... LIMIT 100 [FOR UPDATE SKIP LOCKED]) RETURNING`) and inserts
+//! the attempt rows, a second completes them (`UPDATE ... SET state =
+//! 'succeeded' WHERE id = ? AND fencing_token = ?` per trigger, then one
+//! statement closing the batch's attempts). As many floor workers as
+//! Paddock processes. The floor runs before and after Paddock in each
+//! configuration; the ratio is Paddock / mean(floor). Target >= 0.5x.
+//!
+//! Configurations: SQLite with an in-process `Runner` and with one `paddock
+//! serve`; PostgreSQL with an in-process `Runner`, one and three `paddock
+//! serve` processes.
+//!
+//! Run: `cargo bench -p paddock --bench throughput` (after
+//! `bash scripts/build-guests.sh`). Needs PostgreSQL:
+//! `PADDOCK_BENCH_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`) is the admin connection; a
+//! fresh database is created for the run and dropped at the end.
+//! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 5000), `PADDOCK_BENCH_JOBS_PG`
+//! (default 5000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
+//! default 8), `PADDOCK_BENCH_ONLY` (`sqlite` or `pg`).
+
+use paddock::lease::{Runner, RunnerConfig};
+use paddock::registry::Registry;
+use paddock::sandbox::{Sandbox, SandboxConfig};
+use paddock::store::{AttemptEnd, Dialect, Store, dialect::SQLITE_NOW};
+use sqlx::Connection;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FLOOR_BATCH: usize = 100;
+const WARMUP: usize = 60;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn guest(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/guests")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `bash scripts/build-guests.sh` first",
+        path.display()
+    );
+    path
+}
+
+/// `url` with its database name replaced by `db` (query string kept).
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[after_scheme..]
+        .find('/')
+        .map(|i| after_scheme + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{db}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// A PostgreSQL database created for this run (dropped by `drop`), with one
+/// fresh schema per measured run.
+struct Pg {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Pg {
+    async fn create(admin: &str, tag: &str) -> Pg {
+        let name = format!(
+            "pb_{tag}_{}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        );
+        let mut conn = sqlx::PgConnection::connect(admin)
+            .await
+            .unwrap_or_else(|e| panic!("PADDOCK_BENCH_DATABASE_URL={admin} is unreachable: {e}"));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.ok();
+        Pg {
+            admin: admin.into(),
+            url: with_database(admin, &name),
+            name,
+        }
+    }
+
+    /// A new schema, selected through `search_path` so every process given
+    /// the URL sees the same tables.
+    async fn schema(&self, schema: &str) -> String {
+        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA r_{schema}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.ok();
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options[search_path]=r_{schema}", self.url)
+    }
+
+    async fn drop(self) {
+        let mut conn = sqlx::PgConnection::connect(&self.admin).await.unwrap();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut conn)
+        .await;
+    }
+}
+
+/// A fresh database for one measured run.
+enum Db<'a> {
+    Sqlite(&'a Path),
+    Pg(&'a Pg),
+}
+
+impl Db<'_> {
+    async fn fresh(&self, run: &str) -> String {
+        match self {
+            Db::Sqlite(dir) => format!("sqlite://{}", dir.join(format!("{run}.db")).display()),
+            Db::Pg(pg) => pg.schema(run).await,
+        }
+    }
+}
+
+/// Open `url`, register the `noop` job.
+async fn prepare(url: &str, sandbox: &Arc<Sandbox>) -> Store {
+    let store = Store::open(url).await.unwrap();
+    let registry = Registry::new(store.clone(), sandbox.clone());
+    registry
+        .job_apply(
+            &format!(
+                "id = \"bench\"\ntenant = \"t\"\ncomponent = \"{}\"\n",
+                guest("noop").display()
+            ),
+            Path::new("."),
+            "bench",
+        )
+        .await
+        .unwrap();
+    store
+}
+
+/// Insert `n` due manual triggers of job `bench` in one transaction (so they
+/// become visible at once). Returns the highest trigger id before them.
+async fn insert_triggers(store: &Store, tag: &str, n: usize) -> i64 {
+    let before: Option<i64> = sqlx::query_scalar(store.sql("SELECT max(id) FROM triggers"))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let mut tx = store.pool().begin().await.unwrap();
+    let mut i = 0;
+    while i < n {
+        let rows = (n - i).min(500);
+        let sql = store.dialect().multi_row(
+            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
+             scheduled_at, params, state, priority, next_run_at, created_at, updated_at)",
+            "(?, 'bench', 1, 't', 'default', 'manual', 0, '{}', 'pending', 0, 0, 0, 0)",
+            rows,
+            "",
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for k in i..i + rows {
+            q = q.bind(format!("bench@{tag}@{k}"));
+        }
+        q.execute(&mut *tx).await.unwrap();
+        i += rows;
+    }
+    tx.commit().await.unwrap();
+    before.unwrap_or(0)
+}
+
+async fn succeeded_after(store: &Store, after: i64) -> i64 {
+    sqlx::query_scalar(
+        store.sql("SELECT count(*) FROM triggers WHERE id > ? AND state = 'succeeded'"),
+    )
+    .bind(after)
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+/// What one measured run produced, read back from the database.
+#[derive(Clone, Copy)]
+struct Window {
+    jobs: i64,
+    attempts: i64,
+    /// First claim to last finish, database clock.
+    ms: i64,
+    wall: Duration,
+    /// Claim statements (distinct runner + claim clock among the attempts).
+    claims: i64,
+}
+
+impl Window {
+    fn rate(&self) -> f64 {
+        self.jobs as f64 / (self.ms.max(1) as f64 / 1e3)
+    }
+}
+
+async fn window(store: &Store, after: i64, wall: Duration) -> Window {
+    let (first, attempts): (Option<i64>, i64) = sqlx::query_as(
+        store.sql("SELECT min(started_at), count(*) FROM attempts WHERE trigger_id > ?"),
+    )
+    .bind(after)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let (last, jobs): (Option<i64>, i64) = sqlx::query_as(store.sql(
+        "SELECT max(finished_at), count(*) FROM triggers WHERE id > ? AND state = 'succeeded'",
+    ))
+    .bind(after)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let claims: i64 = sqlx::query_scalar(store.sql(
+        "SELECT count(*) FROM (SELECT DISTINCT runner_id, started_at FROM attempts \
+         WHERE trigger_id > ?) AS c",
+    ))
+    .bind(after)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    Window {
+        jobs,
+        attempts,
+        ms: last.unwrap_or(0) - first.unwrap_or(0),
+        wall,
+        claims,
+    }
+}
+
+// ---- the floor -------------------------------------------------------------
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// One floor worker: claim 100, insert their attempts (one transaction),
+/// complete them under their tokens (a second transaction), until nothing
+/// is left.
+async fn floor_worker(store: Store, owner: String) -> usize {
+    let d = store.dialect();
+    let skip = if d == Dialect::Postgres {
+        " FOR UPDATE SKIP LOCKED"
+    } else {
+        ""
+    };
+    let claim = leak(d.sql_owned(format!(
+        "WITH clock (now) AS (SELECT {SQLITE_NOW}) \
+         UPDATE triggers SET state = 'running', lease_owner = ?1, \
+             lease_until = (SELECT now FROM clock) + ?2, fencing_token = fencing_token + 1, \
+             attempts = attempts + 1, updated_at = (SELECT now FROM clock) \
+         WHERE id IN (SELECT id FROM triggers WHERE state = 'pending' \
+             AND next_run_at <= (SELECT now FROM clock) \
+             ORDER BY priority, next_run_at, id LIMIT ?3{skip}) \
+         RETURNING id, fencing_token, attempts, lease_until, updated_at"
+    )));
+    let complete = leak(d.sql_owned(format!(
+        "UPDATE triggers SET state = 'succeeded', lease_owner = NULL, lease_until = NULL, \
+             finished_at = {SQLITE_NOW}, updated_at = {SQLITE_NOW} \
+         WHERE id = ? AND fencing_token = ? AND state = 'running'"
+    )));
+    let mut done = 0;
+    loop {
+        let mut tx = store.pool().begin_with(d.begin_write()).await.unwrap();
+        let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(claim)
+            .bind(&owner)
+            .bind(30_000i64)
+            .bind(FLOOR_BATCH as i64)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        if claimed.is_empty() {
+            tx.rollback().await.unwrap();
+            return done;
+        }
+        let insert = d.multi_row(
+            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, lease_until)",
+            "(?, ?, ?, ?, ?, ?)",
+            claimed.len(),
+            "RETURNING id",
+        );
+        let mut q = sqlx::query_scalar(sqlx::AssertSqlSafe(insert));
+        for (id, token, attempt_no, until, now) in &claimed {
+            q = q
+                .bind(*id)
+                .bind(*attempt_no)
+                .bind(&owner)
+                .bind(*token)
+                .bind(*now)
+                .bind(*until);
+        }
+        let attempt_ids: Vec<i64> = q.fetch_all(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let mut tx = store.pool().begin().await.unwrap();
+        for (id, token, ..) in &claimed {
+            let n = sqlx::query(complete)
+                .bind(*id)
+                .bind(*token)
+                .execute(&mut *tx)
+                .await
+                .unwrap()
+                .rows_affected();
+            assert_eq!(n, 1, "floor lost trigger {id}");
+        }
+        let close = d.sql_owned(format!(
+            "UPDATE attempts SET outcome = 'succeeded', ended_at = {SQLITE_NOW} WHERE id IN ({})",
+            vec!["?"; attempt_ids.len()].join(", ")
+        ));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(close));
+        for id in &attempt_ids {
+            q = q.bind(*id);
+        }
+        q.execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        done += claimed.len();
+    }
+}
+
+async fn floor(db: &Db<'_>, run: &str, sandbox: &Arc<Sandbox>, n: usize, workers: usize) -> Window {
+    let url = db.fresh(run).await;
+    let store = prepare(&url, sandbox).await;
+    let after = insert_triggers(&store, run, n).await;
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        tasks.spawn(floor_worker(store.clone(), format!("floor-{w}")));
+    }
+    let mut done = 0;
+    while let Some(r) = tasks.join_next().await {
+        done += r.unwrap();
+    }
+    let wall = t.elapsed();
+    assert_eq!(done, n);
+    let w = window(&store, after, wall).await;
+    store.close().await;
+    w
+}
+
+// ---- Paddock ---------------------------------------------------------------
+
+/// Paddock with a `Runner` in this process.
+async fn in_process(
+    db: &Db<'_>,
+    run: &str,
+    sandbox: &Arc<Sandbox>,
+    n: usize,
+    concurrency: usize,
+) -> Window {
+    let url = db.fresh(run).await;
+    let store = prepare(&url, sandbox).await;
+    let runner = Runner::new(
+        store.clone(),
+        sandbox.clone(),
+        RunnerConfig {
+            runner_id: "bench".into(),
+            lease: Duration::from_secs(30),
+            heartbeat_every: Duration::from_millis(7500),
+            max_concurrency: concurrency,
+            poll_interval: Duration::from_millis(100),
+            ..RunnerConfig::default()
+        },
+    );
+    insert_triggers(&store, &format!("{run}-warm"), WARMUP).await;
+    runner.run_until_idle().await.unwrap();
+    let after = insert_triggers(&store, run, n).await;
+    let t = Instant::now();
+    runner.run_until_idle().await.unwrap();
+    let w = window(&store, after, t.elapsed()).await;
+    store.close().await;
+    w
+}
+
+/// Paddock's own store calls per job without the sandbox, for the
+/// breakdown: `trigger_claim_batch(batch)`, then `attempt_finish` for each
+/// claim, one after the other, until nothing is left. Notes the mean
+/// time of one claim statement with the whole backlog pending (the first
+/// tenth of the claims) and with little left (the last tenth), and of one
+/// `attempt_finish`.
+async fn store_calls(
+    db: &Db<'_>,
+    run: &str,
+    sandbox: &Arc<Sandbox>,
+    n: usize,
+    batch: i64,
+    notes: &std::sync::Mutex<Vec<String>>,
+) -> Window {
+    let url = db.fresh(run).await;
+    let store = prepare(&url, sandbox).await;
+    let after = insert_triggers(&store, run, n).await;
+    let end = AttemptEnd {
+        trigger_state: "succeeded",
+        retry_after_ms: None,
+        result: None,
+        error_class: None,
+        error_message: None,
+        attempt_outcome: "succeeded",
+        fuel_used: 0,
+        peak_memory_bytes: 0,
+        wall_ms: 0,
+        log: String::new(),
+    };
+    let (mut claim_times, mut finish_total) = (Vec::new(), Duration::ZERO);
+    let t = Instant::now();
+    loop {
+        let c = Instant::now();
+        let claims = store
+            .trigger_claim_batch("calls", 30_000, batch, None)
+            .await
+            .unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        claim_times.push(c.elapsed());
+        let f = Instant::now();
+        for claim in claims {
+            store
+                .attempt_finish(&claim.lease("calls"), &end)
+                .await
+                .unwrap();
+        }
+        finish_total += f.elapsed();
+    }
+    let w = window(&store, after, t.elapsed()).await;
+    let tenth = (claim_times.len() / 10).max(1);
+    let mean_ms = |d: &[Duration]| {
+        d.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / d.len().max(1) as f64
+    };
+    notes.lock().unwrap().push(format!(
+        "{:<11} claim of {batch:>2}: {:>6.2} ms with ~{n} pending, {:>6.2} ms with <{} pending; \
+         attempt_finish: {:.2} ms per job",
+        if store.dialect() == Dialect::Postgres {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
+        mean_ms(&claim_times[..tenth]),
+        mean_ms(&claim_times[claim_times.len() - tenth..]),
+        (n / 10).max(batch as usize),
+        finish_total.as_secs_f64() * 1e3 / n.max(1) as f64,
+    ));
+    store.close().await;
+    w
+}
+
+/// `paddock serve` processes, killed when dropped.
+struct Servers(Vec<Child>);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Paddock as `procs` `paddock serve` processes against one database.
+#[allow(clippy::too_many_arguments)]
+async fn processes(
+    db: &Db<'_>,
+    run: &str,
+    sandbox: &Arc<Sandbox>,
+    n: usize,
+    procs: usize,
+    concurrency: usize,
+    logs: &Path,
+) -> Window {
+    let url = db.fresh(run).await;
+    let store = prepare(&url, sandbox).await;
+    let mut servers = Servers(Vec::new());
+    let mut errs = Vec::new();
+    for p in 0..procs {
+        let err = logs.join(format!("{run}-p{p}.err"));
+        let child = Command::new(env!("CARGO_BIN_EXE_paddock"))
+            .args(["--database-url", &url, "serve", "--runner-id"])
+            .arg(format!("{run}-p{p}"))
+            .args([
+                "--lease",
+                "30s",
+                "--poll",
+                "100ms",
+                "--concurrency",
+                &concurrency.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("start paddock serve");
+        servers.0.push(child);
+        errs.push(err);
+    }
+    // Ready once each has printed its banner (store open, sandbox built).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for err in &errs {
+        while !std::fs::read_to_string(err)
+            .unwrap_or_default()
+            .contains("paddock serve: runner")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "paddock serve did not start: {}",
+                err.display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Warm-up: every process loads and compiles the component once.
+    let warm = insert_triggers(&store, &format!("{run}-warm"), WARMUP * procs).await;
+    while succeeded_after(&store, warm).await < (WARMUP * procs) as i64 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = insert_triggers(&store, run, n).await;
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(600);
+    loop {
+        let done = succeeded_after(&store, after).await;
+        if done >= n as i64 {
+            break;
+        }
+        if Instant::now() > deadline {
+            eprintln!("{run}: timed out with {done}/{n} succeeded");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let wall = t.elapsed();
+    drop(servers);
+    let w = window(&store, after, wall).await;
+    store.close().await;
+    w
+}
+
+// ---- the table -------------------------------------------------------------
+
+struct Row {
+    name: String,
+    paddock: Window,
+    floor: [Window; 2],
+}
+
+impl Row {
+    fn floor_rate(&self) -> f64 {
+        (self.floor[0].rate() + self.floor[1].rate()) / 2.0
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!(
+        "claim + complete throughput, no-op Wasm jobs (jobs/s over the DB-clock window first claim -> last finish)"
+    );
+    println!(
+        "{:<54} {:>6} {:>9} {:>7} {:>10} {:>8} {:>19} {:>7} {:>9}",
+        "configuration",
+        "jobs",
+        "attempts",
+        "claim",
+        "Paddock/s",
+        "wall s",
+        "floor/s (pre/post)",
+        "ratio",
+        "target"
+    );
+    for r in rows {
+        let ratio = r.paddock.rate() / r.floor_rate();
+        println!(
+            "{:<54} {:>6} {:>9} {:>7.1} {:>10.0} {:>8.1} {:>9.0}/{:<9.0} {:>6.2}x {:>9}",
+            r.name,
+            r.paddock.jobs,
+            r.paddock.attempts,
+            r.paddock.attempts as f64 / r.paddock.claims.max(1) as f64,
+            r.paddock.rate(),
+            r.paddock.wall.as_secs_f64(),
+            r.floor[0].rate(),
+            r.floor[1].rate(),
+            ratio,
+            if ratio >= 0.5 {
+                ">=0.5 ok"
+            } else {
+                "<0.5 MISS"
+            }
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn config<F>(
+    rows: &mut Vec<Row>,
+    name: String,
+    db: &Db<'_>,
+    tag: &str,
+    sandbox: &Arc<Sandbox>,
+    n: usize,
+    workers: usize,
+    paddock: F,
+) where
+    F: std::future::Future<Output = Window>,
+{
+    eprintln!("-- {name}: floor ({workers} worker(s)) ...");
+    let f0 = floor(db, &format!("{tag}_floor_a"), sandbox, n, workers).await;
+    eprintln!(
+        "   floor {:.0} jobs/s ({} ms); Paddock ...",
+        f0.rate(),
+        f0.ms
+    );
+    let p = paddock.await;
+    eprintln!(
+        "   Paddock {:.0} jobs/s ({} jobs, {} ms); floor again ...",
+        p.rate(),
+        p.jobs,
+        p.ms
+    );
+    let f1 = floor(db, &format!("{tag}_floor_b"), sandbox, n, workers).await;
+    eprintln!("   floor {:.0} jobs/s", f1.rate());
+    rows.push(Row {
+        name,
+        paddock: p,
+        floor: [f0, f1],
+    });
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 5000usize);
+    let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 5000usize);
+    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 8usize);
+    let only = std::env::var("PADDOCK_BENCH_ONLY").unwrap_or_default();
+    let admin = std::env::var("PADDOCK_BENCH_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+    let mut rows = Vec::new();
+    let notes = std::sync::Mutex::new(Vec::new());
+    let total = Instant::now();
+
+    if only.is_empty() || only == "sqlite" {
+        let db = Db::Sqlite(dir.path());
+        config(
+            &mut rows,
+            format!("SQLite, in-process Runner (conc {conc})"),
+            &db,
+            "sq_inproc",
+            &sandbox,
+            n_sqlite,
+            1,
+            in_process(&db, "sq_inproc", &sandbox, n_sqlite, conc),
+        )
+        .await;
+        config(
+            &mut rows,
+            format!("SQLite, 1 x paddock serve (conc {conc})"),
+            &db,
+            "sq_serve1",
+            &sandbox,
+            n_sqlite,
+            1,
+            processes(&db, "sq_serve1", &sandbox, n_sqlite, 1, conc, dir.path()),
+        )
+        .await;
+        for batch in [1, 32] {
+            let tag = format!("sq_calls{batch}");
+            config(
+                &mut rows,
+                format!("SQLite, store calls only: claim {batch} + finish each"),
+                &db,
+                &tag,
+                &sandbox,
+                n_sqlite,
+                1,
+                store_calls(&db, &tag, &sandbox, n_sqlite, batch, &notes),
+            )
+            .await;
+        }
+    }
+    if only.is_empty() || only == "pg" {
+        let pg = Pg::create(&admin, "throughput").await;
+        let db = Db::Pg(&pg);
+        config(
+            &mut rows,
+            format!("PostgreSQL, in-process Runner (conc {conc})"),
+            &db,
+            "pg_inproc",
+            &sandbox,
+            n_pg,
+            1,
+            in_process(&db, "pg_inproc", &sandbox, n_pg, conc),
+        )
+        .await;
+        for procs in [1, 3] {
+            let tag = format!("pg_serve{procs}");
+            config(
+                &mut rows,
+                format!("PostgreSQL, {procs} x paddock serve (conc {conc})"),
+                &db,
+                &tag,
+                &sandbox,
+                n_pg,
+                procs,
+                processes(&db, &tag, &sandbox, n_pg, procs, conc, dir.path()),
+            )
+            .await;
+        }
+        for batch in [1, 32] {
+            let tag = format!("pg_calls{batch}");
+            config(
+                &mut rows,
+                format!("PostgreSQL, store calls only: claim {batch} + finish each"),
+                &db,
+                &tag,
+                &sandbox,
+                n_pg,
+                1,
+                store_calls(&db, &tag, &sandbox, n_pg, batch, &notes),
+            )
+            .await;
+        }
+        pg.drop().await;
+    }
+    print_table(&rows);
+    println!(
+        "claim = attempts per claim statement (mean). The 'store calls only' rows are a breakdown, \
+         not Paddock: Paddock's own claim and finish calls, sequential, no Wasm."
+    );
+    println!("breakdown (store calls only, sequential, mean per call):");
+    for note in notes.lock().unwrap().iter() {
+        println!("  {note}");
+    }
+    println!(
+        "floor: raw SQL, batches of {FLOOR_BATCH}: claim + attempt insert in one transaction, \
+         fenced completions + attempt close in a second; one worker per Paddock process; \
+         ratio = Paddock / mean(floor pre, post). 2 shared cores: compare ratios, not absolutes. \
+         (total {:.0} s)",
+        total.elapsed().as_secs_f64()
+    );
+}
