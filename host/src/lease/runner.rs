@@ -16,7 +16,7 @@ use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 use crate::sandbox::wit::types::Control;
 use crate::sandbox::{AttemptServices, GuestLimits, RunResult, Sandbox, StopReason, StopSignal};
-use crate::store::{Claim, LeaseRef, Store, StoreError, StoreResult};
+use crate::store::{Claim, LeaseRef, ResourceGroup, Store, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -103,6 +103,7 @@ struct Plan {
 /// A runner bound to one store and one sandbox.
 pub struct Runner {
     plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
+    groups: std::sync::Mutex<HashMap<String, (std::time::Instant, ResourceGroup)>>,
     store: Store,
     sandbox: Arc<Sandbox>,
     config: RunnerConfig,
@@ -147,6 +148,7 @@ impl Runner {
         let commits = CommitQueue::new(store.clone(), 128);
         Arc::new(Self {
             plans: Default::default(),
+            groups: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             store,
             sandbox,
@@ -275,7 +277,14 @@ impl Runner {
             .slots
             .available_permits()
             .min(self.config.claim_batch as usize);
-        if free == 0 {
+        // Claim in batches: while attempts are running, wait until half the
+        // slots (or a whole claim batch) are free rather than paying one
+        // claim transaction per finished attempt. An idle runner claims
+        // whatever is free at once.
+        let worth_a_claim = (self.config.claim_batch as usize)
+            .min(self.config.max_concurrency / 2)
+            .max(1);
+        if free == 0 || (free < worth_a_claim && !running.is_empty()) {
             return Ok(0);
         }
         let retry_slots = (free as f64 * self.config.retry_share).ceil() as i64;
@@ -577,6 +586,28 @@ impl Runner {
         }
     }
 
+    /// A resource group's limits, read at most once a second per group: an
+    /// admin's change applies to attempts that start after it, within 1 s.
+    async fn group(&self, name: &str) -> Result<ResourceGroup, String> {
+        const FRESH: Duration = Duration::from_secs(1);
+        if let Some((read, group)) = self.groups.lock().expect("group cache").get(name)
+            && read.elapsed() < FRESH
+        {
+            return Ok(group.clone());
+        }
+        let group = self
+            .store
+            .group_get(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("resource group '{name}' is gone"))?;
+        self.groups
+            .lock()
+            .expect("group cache")
+            .insert(name.to_string(), (std::time::Instant::now(), group.clone()));
+        Ok(group)
+    }
+
     /// The claim's plan version, read once per process: versions are
     /// immutable, so the cache never goes stale.
     async fn plan(&self, claim: &Claim) -> Result<Arc<Plan>, String> {
@@ -618,12 +649,7 @@ impl Runner {
     > {
         let plan = self.plan(claim).await?;
         let spec = &plan.spec;
-        let group = self
-            .store
-            .group_get(&claim.resource_group)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("resource group '{}' is gone", claim.resource_group))?;
+        let group = self.group(&claim.resource_group).await?;
         let prepared = if self.sandbox.is_prepared(&plan.component_digest) {
             self.sandbox
                 .prepare(&plan.component_digest, &[])

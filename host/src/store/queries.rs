@@ -9,6 +9,40 @@ use super::dialect::{now_ms, skip_locked};
 use super::*;
 use crate::audit::{self, AuditEntry};
 use crate::registry::manifest::{self, ApplyDecision, PlanSpec};
+use std::collections::HashMap;
+
+/// What a claim's `UPDATE ... RETURNING` gives back per trigger.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    id: i64,
+    fencing_token: i64,
+    attempts: i64,
+    lease_until: i64,
+    /// The claim's clock (the attempt's start).
+    updated_at: i64,
+    job_id: String,
+    tenant: String,
+    plan_version: i64,
+    plan_key: String,
+    scheduled_at: i64,
+    params: String,
+    resource_group: String,
+    origin: String,
+}
+
+/// `(?, ?, ...)` with `n` placeholders, for `IN` lists.
+fn id_list(n: usize) -> String {
+    let mut list = String::with_capacity(2 + n * 3);
+    list.push('(');
+    for i in 0..n {
+        if i > 0 {
+            list.push_str(", ");
+        }
+        list.push('?');
+    }
+    list.push(')');
+    list
+}
 
 /// The columns of a [`TriggerRecord`], as a literal for `concat!`.
 macro_rules! trigger_columns {
@@ -622,7 +656,11 @@ impl Store {
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.begin_write().await?;
-        let claimed: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(self.sql(concat!(
+        // Each lane is one ordered walk of `triggers_claim` (state, priority,
+        // next_run_at, id) that stops after `limit` rows: the cost follows
+        // the batch, not the backlog. Fresh work is two lanes (pending;
+        // running with an expired lease) merged by the same order.
+        let claimed: Vec<ClaimedRow> = sqlx::query_as(self.sql(concat!(
             "WITH clock (now) AS (SELECT coalesce(?1, ",
             now_ms!(),
             ")), \
@@ -631,12 +669,19 @@ impl Store {
                  ORDER BY priority, next_run_at, id LIMIT ?4",
             skip_locked!(),
             "), \
-             fresh AS (SELECT id FROM triggers \
-                 WHERE (state = 'pending' AND next_run_at <= (SELECT now FROM clock)) \
-                    OR (state = 'running' AND lease_until < (SELECT now FROM clock)) \
+             due AS (SELECT id, priority, next_run_at FROM triggers \
+                 WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
                  ORDER BY priority, next_run_at, id LIMIT ?4",
             skip_locked!(),
             "), \
+             expired AS (SELECT id, priority, next_run_at FROM triggers \
+                 WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
+                 ORDER BY priority, next_run_at, id LIMIT ?4",
+            skip_locked!(),
+            "), \
+             fresh AS (SELECT id FROM (SELECT id, priority, next_run_at FROM due \
+                     UNION ALL SELECT id, priority, next_run_at FROM expired) AS f \
+                 ORDER BY priority, next_run_at, id LIMIT ?4), \
              counts (retries, fresh) AS (SELECT (SELECT count(*) FROM retries), \
                  (SELECT count(*) FROM fresh)), \
              share (r) AS (SELECT CASE WHEN ?5 < retries THEN ?5 ELSE retries END FROM counts), \
@@ -654,7 +699,8 @@ impl Store {
                  fencing_token = fencing_token + 1, attempts = attempts + 1, \
                  updated_at = (SELECT now FROM clock) \
              WHERE id IN (SELECT id FROM picked) \
-             RETURNING id, fencing_token, attempts, lease_until, updated_at"
+             RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, tenant, \
+                 plan_version, plan_key, scheduled_at, params, resource_group, origin"
         )))
         .bind(now)
         .bind(owner)
@@ -663,46 +709,82 @@ impl Store {
         .bind(retry_slots.clamp(0, limit))
         .fetch_all(&mut *tx)
         .await?;
-        let mut claims = Vec::with_capacity(claimed.len());
-        for (trigger_id, token, attempt_no, lease_until, now) in claimed {
-            sqlx::query(self.sql(
+        if claimed.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let now = claimed[0].updated_at;
+        // A trigger claimed again may have an earlier attempt: the total-time
+        // budget counts from its first start, and an attempt still open
+        // belongs to a lease that lapsed (taken over now).
+        let again: Vec<i64> = claimed
+            .iter()
+            .filter(|c| c.attempts > 1)
+            .map(|c| c.id)
+            .collect();
+        let mut first_started: HashMap<i64, i64> = HashMap::new();
+        if !again.is_empty() {
+            let ids = id_list(again.len());
+            let close = self.dialect.sql_owned(format!(
                 "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
                      error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-                 WHERE trigger_id = ? AND ended_at IS NULL AND fencing_token < ?",
-            ))
-            .bind(now)
-            .bind(trigger_id)
-            .bind(token)
-            .execute(&mut *tx)
-            .await?;
-            let claim: Claim = sqlx::query_as(self.sql(
-                "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, lease_until) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                 RETURNING trigger_id, id AS attempt_id, attempt_no, fencing_token, lease_until, \
-                     (SELECT job_id FROM triggers WHERE id = ?1) AS job_id, \
-                     (SELECT tenant FROM triggers WHERE id = ?1) AS tenant, \
-                     (SELECT plan_version FROM triggers WHERE id = ?1) AS plan_version, \
-                     (SELECT plan_key FROM triggers WHERE id = ?1) AS plan_key, \
-                     (SELECT scheduled_at FROM triggers WHERE id = ?1) AS scheduled_at, \
-                     (SELECT params FROM triggers WHERE id = ?1) AS params, \
-                     (SELECT resource_group FROM triggers WHERE id = ?1) AS resource_group, \
-                     (SELECT origin FROM triggers WHERE id = ?1) AS origin, \
-                     started_at, \
-                     coalesce((SELECT min(a.started_at) FROM attempts a WHERE a.trigger_id = ?1), ?5) \
-                         AS first_started_at",
-            ))
-            .bind(trigger_id)
-            .bind(attempt_no)
-            .bind(owner)
-            .bind(token)
-            .bind(now)
-            .bind(lease_until)
-            .fetch_one(&mut *tx)
-            .await?;
-            claims.push(claim);
+                 WHERE ended_at IS NULL AND trigger_id IN {ids}"
+            ));
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(close)).bind(now);
+            for id in &again {
+                q = q.bind(*id);
+            }
+            q.execute(&mut *tx).await?;
+            let firsts = self.dialect.sql_owned(format!(
+                "SELECT trigger_id, min(started_at) FROM attempts \
+                 WHERE trigger_id IN {ids} GROUP BY trigger_id"
+            ));
+            let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(firsts));
+            for id in &again {
+                q = q.bind(*id);
+            }
+            first_started.extend(q.fetch_all(&mut *tx).await?);
         }
+        // One multi-row insert for the batch's attempts.
+        let insert = self.dialect.multi_row(
+            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
+             lease_until)",
+            "(?, ?, ?, ?, ?, ?)",
+            claimed.len(),
+            "RETURNING trigger_id, id",
+        );
+        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(insert));
+        for c in &claimed {
+            q = q
+                .bind(c.id)
+                .bind(c.attempts)
+                .bind(owner)
+                .bind(c.fencing_token)
+                .bind(c.updated_at)
+                .bind(c.lease_until);
+        }
+        let attempt_ids: HashMap<i64, i64> = q.fetch_all(&mut *tx).await?.into_iter().collect();
         tx.commit().await?;
-        Ok(claims)
+        Ok(claimed
+            .into_iter()
+            .map(|c| Claim {
+                attempt_id: attempt_ids[&c.id],
+                first_started_at: first_started.get(&c.id).copied().unwrap_or(c.updated_at),
+                trigger_id: c.id,
+                attempt_no: c.attempts,
+                fencing_token: c.fencing_token,
+                lease_until: c.lease_until,
+                job_id: c.job_id,
+                tenant: c.tenant,
+                plan_version: c.plan_version,
+                plan_key: c.plan_key,
+                scheduled_at: c.scheduled_at,
+                params: c.params,
+                resource_group: c.resource_group,
+                origin: c.origin,
+                started_at: c.updated_at,
+            })
+            .collect())
     }
 
     /// Count a stale write and build its error.
