@@ -28,7 +28,9 @@
 //! fresh database is created for the run and dropped at the end.
 //! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 5000), `PADDOCK_BENCH_JOBS_PG`
 //! (default 5000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
-//! default 8), `PADDOCK_BENCH_ONLY` (`sqlite` or `pg`).
+//! default 32: no-op jobs finish in microseconds, so a runner needs that
+//! many slots to claim and commit in batches), `PADDOCK_BENCH_ONLY`
+//! (`sqlite` or `pg`).
 
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::registry::Registry;
@@ -657,7 +659,7 @@ async fn config<F>(
 async fn main() {
     let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 5000usize);
     let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 5000usize);
-    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 8usize);
+    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 32usize);
     let only = std::env::var("PADDOCK_BENCH_ONLY").unwrap_or_default();
     let admin = std::env::var("PADDOCK_BENCH_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
