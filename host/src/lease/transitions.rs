@@ -169,11 +169,10 @@ pub fn attempt_end(
 pub fn breaker_park(parked_for: Option<u64>, result: &RunResult) -> Option<u64> {
     let wait = parked_for?;
     match result {
-        RunResult::JobFailed { class, .. }
-            if matches!(class, ErrorClass::Transient | ErrorClass::Unknown) =>
-        {
-            Some(wait)
-        }
+        RunResult::JobFailed {
+            class: ErrorClass::Transient | ErrorClass::Unknown,
+            ..
+        } => Some(wait),
         _ => None,
     }
 }
