@@ -25,8 +25,11 @@ const LONG: usize = 8;
 const SHORT: usize = 112;
 /// Steps of a long job, each ~10 ms of CPU and a checkpoint: with 8 of
 /// them sharing the machine, several seconds each, so they are mid-run at
-/// TERM and still running when the drain timeout passes.
-const LONG_STEPS: i64 = 150;
+/// TERM and still running when the drain timeout passes. (150 was too few
+/// on a quiet machine: all eight finished 2.3 s after TERM, inside a 3 s
+/// drain timeout. A paused job stops at its next step, so more steps cost
+/// nothing before TERM; the second process runs the rest.)
+const LONG_STEPS: i64 = 400;
 
 /// Busy-loop iterations per long step (~9 ms of CPU here), scaled with
 /// the cores so that more cores do not finish the long jobs before the
@@ -78,7 +81,7 @@ fn serve_flags() -> Vec<&'static str> {
         "--poll",
         "50ms",
         "--drain-timeout",
-        "3s",
+        "2s",
         "--drain-grace",
         "10s",
     ]
