@@ -26,6 +26,8 @@
 //! Env: `PADDOCK_BENCH_RUNS` (default 20), `PADDOCK_BENCH_SPIN` (busy-loop
 //! iterations per step, default 1000000).
 
+mod common;
+use common::{env_or, guest, with_database};
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::{NewTrigger, ResourceGroup, Store};
@@ -38,44 +40,6 @@ const LEASE: &str = "2s";
 const LEASE_MS: i64 = 2000;
 const HEARTBEAT: &str = "500ms";
 const POLL: &str = "100ms";
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn guest(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/guests")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `bash scripts/build-guests.sh` first",
-        path.display()
-    );
-    path
-}
-
-/// `url` with its database name replaced by `db` (query string kept).
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let host_end = base[after_scheme..]
-        .find('/')
-        .map(|i| after_scheme + i)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
 
 /// One `paddock serve` process; SIGKILLed when dropped.
 struct Serve {

@@ -32,56 +32,20 @@
 //! many slots to claim and commit in batches), `PADDOCK_BENCH_ONLY`
 //! (`sqlite` or `pg`).
 
+mod common;
+use common::{env_or, guest, with_database};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::{AttemptEnd, Dialect, Store, dialect::SQLITE_NOW};
 use sqlx::Connection;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FLOOR_BATCH: usize = 100;
 const WARMUP: usize = 60;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn guest(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/guests")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `bash scripts/build-guests.sh` first",
-        path.display()
-    );
-    path
-}
-
-/// `url` with its database name replaced by `db` (query string kept).
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let host_end = base[after_scheme..]
-        .find('/')
-        .map(|i| after_scheme + i)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
 
 /// A PostgreSQL database created for this run (dropped by `drop`), with one
 /// fresh schema per measured run.
