@@ -33,9 +33,7 @@ pub fn parks(reason: Option<StopReason>, result: &RunResult) -> bool {
     }
     match result {
         RunResult::Output(_) => false,
-        RunResult::JobFailed { class, .. } => {
-            matches!(class, ErrorClass::Transient | ErrorClass::Unknown)
-        }
+        RunResult::JobFailed { .. } => super::transitions::gave_up_for_now(result),
         RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::Drained),
     }
 }

@@ -48,13 +48,24 @@ pub fn is_legal(from: &str, to: &str) -> bool {
     )
 }
 
+/// Whether the guest itself gave up for now: a transient or unknown job
+/// error, its answer to a refused effect, an open breaker or a pause
+/// request. (Retries, breaker parking and the drain all start from this.)
+pub fn gave_up_for_now(result: &RunResult) -> bool {
+    matches!(
+        result,
+        RunResult::JobFailed {
+            class: ErrorClass::Transient | ErrorClass::Unknown,
+            ..
+        }
+    )
+}
+
 /// Whether a failure of this kind is worth another attempt.
 fn retriable(result: &RunResult) -> bool {
     match result {
         RunResult::Output(_) => false,
-        RunResult::JobFailed { class, .. } => {
-            matches!(class, ErrorClass::Transient | ErrorClass::Unknown)
-        }
+        RunResult::JobFailed { .. } => gave_up_for_now(result),
         // Limits are deterministic for the same code and limits: retrying
         // burns the same budget again. Host errors are ours, not the guest's.
         // A drained attempt is normally released, not committed; if it is
@@ -167,14 +178,7 @@ pub fn attempt_end(
 /// which is what a refused effect becomes. Returns the wait in ms. Any other
 /// end (output, a permanent error, a trap) is judged as usual.
 pub fn breaker_park(parked_for: Option<u64>, result: &RunResult) -> Option<u64> {
-    let wait = parked_for?;
-    match result {
-        RunResult::JobFailed {
-            class: ErrorClass::Transient | ErrorClass::Unknown,
-            ..
-        } => Some(wait),
-        _ => None,
-    }
+    parked_for.filter(|_| gave_up_for_now(result))
 }
 
 /// `ms` spread over `[ms, 1.25 ms]`, so triggers parked behind one breaker
