@@ -15,7 +15,6 @@
 //! before resending): its intent was written, fenced, before the send.
 
 use super::runner::AttemptSummary;
-use crate::sandbox::wit::types::ErrorClass;
 use crate::sandbox::{RunResult, StopReason, TrapKind};
 use crate::store::Store;
 use std::fmt;
@@ -163,6 +162,7 @@ pub(super) async fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::wit::types::ErrorClass;
 
     fn failed(class: ErrorClass) -> RunResult {
         RunResult::JobFailed {
