@@ -249,7 +249,7 @@ async fn floor_worker(store: Store, owner: String) -> usize {
              attempts = attempts + 1, updated_at = (SELECT now FROM clock) \
          WHERE id IN (SELECT id FROM triggers WHERE state = 'pending' \
              AND next_run_at <= (SELECT now FROM clock) \
-             ORDER BY priority, next_run_at, id LIMIT ?3{skip}) \
+             ORDER BY priority, next_run_at, id LIMIT CAST(?3 AS INTEGER){skip}) \
          RETURNING id, fencing_token, attempts, lease_until, updated_at"
     )));
     let complete = leak(d.sql_owned(format!(

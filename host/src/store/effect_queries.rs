@@ -142,7 +142,7 @@ impl Store {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects ORDER BY id DESC LIMIT ?"
+            " FROM effects ORDER BY id DESC LIMIT CAST(? AS INTEGER)"
         )))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -292,7 +292,7 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = e.trigger_id \
                    AND t.state = 'running' AND t.lease_until >= ",
             now_ms!(),
-            ") ORDER BY e.id LIMIT ?"
+            ") ORDER BY e.id LIMIT CAST(? AS INTEGER)"
         )))
         .bind(limit)
         .fetch_all(&self.pool)

@@ -592,7 +592,7 @@ impl Store {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             trigger_columns!(),
-            " FROM triggers ORDER BY id DESC LIMIT ?"
+            " FROM triggers ORDER BY id DESC LIMIT CAST(? AS INTEGER)"
         )))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -666,22 +666,22 @@ impl Store {
             ")), \
              retries AS (SELECT id FROM triggers \
                  WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT ?4",
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
             skip_locked!(),
             "), \
              due AS (SELECT id, priority, next_run_at FROM triggers \
                  WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT ?4",
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
             skip_locked!(),
             "), \
              expired AS (SELECT id, priority, next_run_at FROM triggers \
                  WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT ?4",
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
             skip_locked!(),
             "), \
              fresh AS (SELECT id FROM (SELECT id, priority, next_run_at FROM due \
                      UNION ALL SELECT id, priority, next_run_at FROM expired) AS f \
-                 ORDER BY priority, next_run_at, id LIMIT ?4), \
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)), \
              counts (retries, fresh) AS (SELECT (SELECT count(*) FROM retries), \
                  (SELECT count(*) FROM fresh)), \
              share (r) AS (SELECT CASE WHEN ?5 < retries THEN ?5 ELSE retries END FROM counts), \
@@ -690,7 +690,7 @@ impl Store {
              picked AS ( \
                  SELECT id FROM (SELECT id FROM retries LIMIT (SELECT r FROM share)) AS a \
                  UNION ALL \
-                 SELECT id FROM (SELECT id FROM fresh LIMIT ?4 - (SELECT r FROM share)) AS b \
+                 SELECT id FROM (SELECT id FROM fresh LIMIT CAST(?4 AS INTEGER) - (SELECT r FROM share)) AS b \
                  UNION ALL \
                  SELECT id FROM (SELECT id FROM retries LIMIT (SELECT n FROM spare) \
                      OFFSET (SELECT r FROM share)) AS c) \
@@ -933,66 +933,123 @@ impl Store {
     }
 
     /// Commit several attempts' ends in one transaction (group commit: one
-    /// durable write for the batch instead of one per attempt). Every
-    /// trigger transition is still fenced by its own token and state in its
-    /// own statement; a stale one is left out of the batch — its attempt is
+    /// durable write for the batch instead of one per attempt), in two
+    /// set-based statements whatever the batch size: every trigger
+    /// transition is fenced by its own token and state inside the one
+    /// `UPDATE triggers ... FROM (VALUES ...)`, which returns the triggers it
+    /// moved; then one `UPDATE attempts ... FROM (VALUES ...)` closes their
+    /// attempts. A stale one is left out of the batch — its attempt is
     /// abandoned and it comes back as [`StoreError::LeaseLost`] — and the
     /// rest commit. The outer error is the database's (nothing committed).
+    ///
+    /// Batches are padded with all-NULL rows (which match nothing) to the
+    /// next power of two, so each statement has a handful of distinct texts
+    /// and stays in the prepared-statement cache.
     pub async fn attempt_finish_batch(
         &self,
         ends: &[(LeaseRef, AttemptEnd)],
     ) -> StoreResult<Vec<StoreResult<()>>> {
+        if ends.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = ends.len().next_power_of_two();
         let mut tx = self.pool.begin().await?;
-        let mut stale = Vec::new();
-        for (i, (lease, end)) in ends.iter().enumerate() {
+        // column1 trigger id, column2 token, column3 state, column4 result,
+        // column5 error class, column6 error message, column7 retry after,
+        // column8 terminal (0/1).
+        let transitions = self.dialect.multi_row(
+            concat!(
+                "UPDATE triggers SET state = v.column3, result = v.column4, \
+                     error_class = v.column5, error_message = v.column6, \
+                     next_run_at = CASE WHEN v.column7 IS NULL THEN next_run_at ELSE ",
+                now_ms!(),
+                " + v.column7 END, lease_owner = NULL, lease_until = NULL, \
+                     finished_at = CASE WHEN v.column8 <> 0 THEN ",
+                now_ms!(),
+                " ELSE NULL END, updated_at = ",
+                now_ms!(),
+                " FROM ("
+            ),
+            "(?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+            ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
+               AND triggers.state = 'running' RETURNING id",
+        );
+        let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(transitions));
+        for (lease, end) in ends {
             let terminal = matches!(
                 end.trigger_state,
                 "succeeded" | "failed" | "cancelled" | "skipped"
             );
-            let updated = sqlx::query(self.sql(concat!(
-                "UPDATE triggers SET state = ?1, result = ?2, error_class = ?3, error_message = ?4, \
-                     next_run_at = CASE WHEN ?5 IS NULL THEN next_run_at ELSE ",
-                now_ms!(),
-                " + ?5 END, \
-                     lease_owner = NULL, lease_until = NULL, \
-                     finished_at = CASE WHEN ?6 THEN ",
-                now_ms!(),
-                " ELSE NULL END, updated_at = ",
-                now_ms!(),
-                " WHERE id = ?7 AND fencing_token = ?8 AND state = 'running'"
-            )))
-            .bind(end.trigger_state)
-            .bind(&end.result)
-            .bind(&end.error_class)
-            .bind(&end.error_message)
-            .bind(end.retry_after_ms)
-            .bind(terminal)
-            .bind(lease.trigger_id)
-            .bind(lease.fencing_token)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if updated == 0 {
-                stale.push(i);
-                continue;
+            q = q
+                .bind(lease.trigger_id)
+                .bind(lease.fencing_token)
+                .bind(end.trigger_state)
+                .bind(&end.result)
+                .bind(&end.error_class)
+                .bind(&end.error_message)
+                .bind(end.retry_after_ms)
+                .bind(terminal as i64);
+        }
+        for _ in ends.len()..rows {
+            q = q
+                .bind(None::<i64>)
+                .bind(None::<i64>)
+                .bind(None::<String>)
+                .bind(None::<Vec<u8>>)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .bind(None::<i64>)
+                .bind(None::<i64>);
+        }
+        let moved: std::collections::HashSet<i64> =
+            q.fetch_all(&mut *tx).await?.into_iter().collect();
+        let (committed, stale): (Vec<usize>, Vec<usize>) =
+            (0..ends.len()).partition(|&i| moved.contains(&ends[i].0.trigger_id));
+        if !committed.is_empty() {
+            let rows = committed.len().next_power_of_two();
+            // column1 attempt id, column2 token, column3 outcome, column4
+            // error class, column5 error message, column6 fuel, column7 peak
+            // memory, column8 wall ms, column9 log.
+            let close = self.dialect.multi_row(
+                concat!(
+                    "UPDATE attempts SET outcome = v.column3, ended_at = ",
+                    now_ms!(),
+                    ", error_class = v.column4, error_message = v.column5, \
+                       fuel_used = v.column6, peak_memory_bytes = v.column7, \
+                       wall_ms = v.column8, log = v.column9 FROM ("
+                ),
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+                ") AS v WHERE attempts.id = v.column1 AND attempts.fencing_token = v.column2",
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(close));
+            for &i in &committed {
+                let (lease, end) = &ends[i];
+                q = q
+                    .bind(lease.attempt_id)
+                    .bind(lease.fencing_token)
+                    .bind(end.attempt_outcome)
+                    .bind(&end.error_class)
+                    .bind(&end.error_message)
+                    .bind(end.fuel_used)
+                    .bind(end.peak_memory_bytes)
+                    .bind(end.wall_ms)
+                    .bind(&end.log);
             }
-            sqlx::query(self.sql(concat!(
-                "UPDATE attempts SET outcome = ?, ended_at = ",
-                now_ms!(),
-                ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
-                 wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
-            )))
-            .bind(end.attempt_outcome)
-            .bind(&end.error_class)
-            .bind(&end.error_message)
-            .bind(end.fuel_used)
-            .bind(end.peak_memory_bytes)
-            .bind(end.wall_ms)
-            .bind(&end.log)
-            .bind(lease.attempt_id)
-            .bind(lease.fencing_token)
-            .execute(&mut *tx)
-            .await?;
+            for _ in committed.len()..rows {
+                q = q
+                    .bind(None::<i64>)
+                    .bind(None::<i64>)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .bind(None::<i64>)
+                    .bind(None::<i64>)
+                    .bind(None::<i64>)
+                    .bind(None::<String>);
+            }
+            q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();

@@ -291,7 +291,7 @@ impl Store {
     ) -> StoreResult<Vec<(String, i64, i64, String)>> {
         Ok(sqlx::query_as(self.sql(
             "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
-             WHERE ?1 IS NULL OR job_id = ?1 ORDER BY scheduled_at DESC LIMIT ?2",
+             WHERE ?1 IS NULL OR job_id = ?1 ORDER BY scheduled_at DESC LIMIT CAST(?2 AS INTEGER)",
         ))
         .bind(job_id)
         .bind(limit)
