@@ -13,7 +13,7 @@ use paddock::sandbox::{GuestLimits, NoServices, Sandbox, SandboxConfig, StopSign
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store};
 
 mod raw {
     wasmtime::component::bindgen!({ path: "../wit", world: "job" });
@@ -73,13 +73,9 @@ fn engine(fuel_and_epochs: bool) -> Engine {
     if fuel_and_epochs {
         config.consume_fuel(true).epoch_interruption(true);
     }
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(128)
-        .total_core_instances(256)
-        .total_memories(128)
-        .total_tables(256)
-        .max_memory_size(1 << 30);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(
+        paddock::sandbox::pooling(128, 1 << 30),
+    ));
     Engine::new(&config).unwrap()
 }
 

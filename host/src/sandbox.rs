@@ -98,6 +98,28 @@ pub struct Sandbox {
     _ticker: EpochTicker,
 }
 
+/// The pooling allocator's settings: `max_instances` slots, each memory
+/// reserved up to `memory_ceiling_bytes`. A slot's memory is reset for its
+/// next instance in place (`PAGEMAP_SCAN` finds the pages the guest
+/// touched, `memset` zeroes up to 1 MiB of them) instead of with `madvise`:
+/// with thousands of short attempts a second, the `madvise` and the TLB
+/// shootdown it sends to every other core were the largest single cost of
+/// an attempt (benches/throughput). Kernels without `PAGEMAP_SCAN` (< 6.7)
+/// fall back to `madvise`. Public so `benches/instantiate` measures its raw
+/// baseline on the same settings.
+pub fn pooling(max_instances: u32, memory_ceiling_bytes: u64) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(max_instances)
+        .total_core_instances(max_instances * 2)
+        .total_memories(max_instances)
+        .total_tables(max_instances * 2)
+        .max_memory_size(memory_ceiling_bytes as usize)
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10)
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    pool
+}
+
 impl Sandbox {
     pub fn new(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
         let setup = |e: wasmtime::Error| SandboxError::Setup(e.to_string());
@@ -106,13 +128,10 @@ impl Sandbox {
             .consume_fuel(true)
             .epoch_interruption(true)
             .memory_init_cow(true);
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_component_instances(config.max_instances)
-            .total_core_instances(config.max_instances * 2)
-            .total_memories(config.max_instances)
-            .total_tables(config.max_instances * 2)
-            .max_memory_size(config.memory_ceiling_bytes as usize);
-        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(
+            config.max_instances,
+            config.memory_ceiling_bytes,
+        )));
         if let Some(dir) = &config.cache_dir {
             let mut cache = wasmtime::CacheConfig::new();
             cache.with_directory(dir.clone());
