@@ -12,9 +12,19 @@
 //! opened on a runtime stays bound to its I/O driver, so shutting a
 //! per-runner runtime down would strand the pool's connections.
 //!
+//! One keeper per runner, not one task per attempt: an attempt registers
+//! its lease in the keeper's table when it starts and leaves it when it
+//! ends (a mutex insert and remove; nothing is spawned and no other thread
+//! is woken), and the keeper, ticking on the heartbeat runtime, renews each
+//! lease that is due. Most attempts end long before their first renewal is
+//! due, and spawning a task per attempt on another runtime cost more than a
+//! no-op guest's whole run (benches/throughput).
+//!
 //! Behaviour per attempt (unchanged from the first runner): renew every
-//! `heartbeat_every`, only while owner, token and state match (the store's
-//! `lease_renew`); a renewal that finds the lease lost, or
+//! `heartbeat_every` (checked every quarter period, at most every 250 ms),
+//! only while owner, token and state match (the store's `lease_renew`);
+//! renewals of different attempts run concurrently, so one slow renewal
+//! does not delay the others; a renewal that finds the lease lost, or
 //! `max_missed_heartbeats` consecutive failed or timed-out renewals, close
 //! the commit gate (`StopReason::LeaseLost`): the guest is interrupted at
 //! the next epoch tick, no new effect starts, and the attempt is recorded
@@ -23,14 +33,18 @@
 use super::RunnerConfig;
 use crate::sandbox::{StopReason, StopSignal};
 use crate::store::{LeaseRef, Store, StoreError, StoreResult};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 use tokio::runtime::{Handle, Runtime};
-use tokio::task::JoinHandle;
 
 /// Worker threads of the heartbeat runtime. Renewals are short database
 /// writes; two threads keep one slow renewal from delaying the others.
 pub const HEARTBEAT_THREADS: usize = 2;
+
+/// The keeper's longest tick.
+const MAX_TICK: Duration = Duration::from_millis(250);
 
 /// The process's heartbeat runtime, started on first use.
 pub fn runtime() -> Handle {
@@ -53,6 +67,39 @@ pub fn runtime() -> Handle {
 pub struct Heartbeats {
     runtime: Handle,
     store: Store,
+    table: Arc<Table>,
+}
+
+/// The attempts a keeper renews, by attempt id.
+struct Table {
+    attempts: Mutex<HashMap<i64, Kept>>,
+    /// The keeper's tick in ms: a quarter of the shortest heartbeat period
+    /// registered so far, at most [`MAX_TICK`].
+    tick_ms: AtomicU64,
+    keeper: OnceLock<()>,
+}
+
+impl Table {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            attempts: Mutex::default(),
+            tick_ms: AtomicU64::new(MAX_TICK.as_millis() as u64),
+            keeper: OnceLock::new(),
+        })
+    }
+}
+
+/// One attempt's heartbeat state.
+struct Kept {
+    lease: LeaseRef,
+    stop: Arc<StopSignal>,
+    progress: Arc<AtomicI64>,
+    every: Duration,
+    lease_ms: i64,
+    max_missed: u32,
+    due: Instant,
+    missed: u32,
+    renewing: bool,
 }
 
 impl Heartbeats {
@@ -62,6 +109,7 @@ impl Heartbeats {
         Self {
             runtime: runtime(),
             store,
+            table: Table::new(),
         }
     }
 
@@ -75,87 +123,158 @@ impl Heartbeats {
             .spawn(async move { Store::open_with(&url, Some(connections)).await })
             .await
             .map_err(|e| StoreError::Conflict(format!("heartbeat store task failed: {e}")))??;
-        Ok(Self { runtime: rt, store })
+        Ok(Self {
+            runtime: rt,
+            store,
+            table: Table::new(),
+        })
     }
 
-    /// Start renewing `lease` until the returned handle is aborted or the
-    /// gate closes.
-    pub(super) fn spawn(
+    /// Keep renewing `lease` until the returned handle is ended (or
+    /// dropped) or the gate closes.
+    pub(super) fn start(
         &self,
         lease: LeaseRef,
-        config: RunnerConfig,
+        config: &RunnerConfig,
         stop: Arc<StopSignal>,
         progress: Arc<AtomicI64>,
-    ) -> JoinHandle<()> {
-        self.runtime.spawn(heartbeat_loop(
-            self.store.clone(),
-            lease,
-            config,
-            stop,
-            progress,
-        ))
+    ) -> Heartbeat {
+        let every = config.heartbeat_every.max(Duration::from_millis(1));
+        let tick = (every / 4).min(MAX_TICK).as_millis().max(1) as u64;
+        self.table.tick_ms.fetch_min(tick, Ordering::Relaxed);
+        let attempt_id = lease.attempt_id;
+        self.table.attempts.lock().expect("heartbeat table").insert(
+            attempt_id,
+            Kept {
+                lease,
+                stop,
+                progress,
+                every,
+                lease_ms: config.lease.as_millis() as i64,
+                max_missed: config.max_missed_heartbeats,
+                due: Instant::now() + every,
+                missed: 0,
+                renewing: false,
+            },
+        );
+        self.table.keeper.get_or_init(|| {
+            self.runtime.spawn(keep(
+                Arc::downgrade(&self.table),
+                self.store.clone(),
+                self.runtime.clone(),
+            ));
+        });
+        Heartbeat {
+            table: self.table.clone(),
+            attempt_id,
+        }
     }
 }
 
-/// Renew the lease every `heartbeat_every`; close the gate when the lease
-/// is lost or renewals keep failing.
-async fn heartbeat_loop(
+/// An attempt's place in the keeper's table; leaving it stops the renewals.
+pub(super) struct Heartbeat {
+    table: Arc<Table>,
+    attempt_id: i64,
+}
+
+impl Heartbeat {
+    pub(super) fn end(self) {}
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.table
+            .attempts
+            .lock()
+            .expect("heartbeat table")
+            .remove(&self.attempt_id);
+    }
+}
+
+/// The keeper: every tick, start a renewal for each lease that is due.
+/// Ends when the runner's [`Heartbeats`] are gone.
+async fn keep(table: Weak<Table>, store: Store, runtime: Handle) {
+    loop {
+        let tick = match table.upgrade() {
+            Some(t) => Duration::from_millis(t.tick_ms.load(Ordering::Relaxed).max(1)),
+            None => return,
+        };
+        tokio::time::sleep(tick).await;
+        let Some(strong) = table.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut attempts = strong.attempts.lock().expect("heartbeat table");
+        for kept in attempts.values_mut() {
+            if kept.renewing || kept.due > now {
+                continue;
+            }
+            kept.renewing = true;
+            runtime.spawn(renew(
+                table.clone(),
+                store.clone(),
+                kept.lease.clone(),
+                kept.lease_ms,
+                kept.every,
+                kept.progress.load(Ordering::Relaxed),
+            ));
+        }
+    }
+}
+
+/// One renewal, then its verdict in the table.
+async fn renew(
+    table: Weak<Table>,
     store: Store,
     lease: LeaseRef,
-    config: RunnerConfig,
-    stop: Arc<StopSignal>,
-    progress: Arc<AtomicI64>,
+    lease_ms: i64,
+    every: Duration,
+    progress: i64,
 ) {
-    let mut missed = 0;
-    let mut ticker = tokio::time::interval(config.heartbeat_every);
-    ticker.tick().await; // the first tick is immediate; the claim just set the lease
-    loop {
-        ticker.tick().await;
-        let renew = tokio::time::timeout(
-            config.heartbeat_every,
-            store.lease_renew(
-                &lease,
-                config.lease.as_millis() as i64,
-                progress.load(Ordering::Relaxed),
-            ),
-        )
-        .await;
-        match renew {
-            Ok(Ok((_, cancel_requested))) => {
-                missed = 0;
-                if cancel_requested {
-                    stop.request(StopReason::Cancel);
-                }
+    let renewed = tokio::time::timeout(every, store.lease_renew(&lease, lease_ms, progress)).await;
+    let Some(table) = table.upgrade() else {
+        return;
+    };
+    let mut attempts = table.attempts.lock().expect("heartbeat table");
+    // Gone: the attempt ended while its renewal was in flight.
+    let Some(kept) = attempts.get_mut(&lease.attempt_id) else {
+        return;
+    };
+    kept.renewing = false;
+    kept.due = Instant::now() + every;
+    let trigger_id = lease.trigger_id;
+    match renewed {
+        Ok(Ok((_, cancel_requested))) => {
+            kept.missed = 0;
+            if cancel_requested {
+                kept.stop.request(StopReason::Cancel);
             }
-            Ok(Err(StoreError::LeaseLost {
-                expected, found, ..
-            })) => {
-                tracing::warn!(
-                    trigger_id = lease.trigger_id,
-                    expected,
-                    ?found,
-                    "lease lost; interrupting guest"
-                );
-                stop.request(StopReason::LeaseLost);
-                return;
-            }
-            Ok(Err(e)) => {
-                missed += 1;
-                tracing::warn!(trigger_id = lease.trigger_id, missed, error = %e, "heartbeat failed");
-            }
-            Err(_) => {
-                missed += 1;
-                tracing::warn!(trigger_id = lease.trigger_id, missed, "heartbeat timed out");
-            }
-        }
-        if missed >= config.max_missed_heartbeats {
-            tracing::warn!(
-                trigger_id = lease.trigger_id,
-                missed,
-                "cannot confirm lease; closing commit gate"
-            );
-            stop.request(StopReason::LeaseLost);
             return;
         }
+        Ok(Err(StoreError::LeaseLost {
+            expected, found, ..
+        })) => {
+            tracing::warn!(trigger_id, expected, ?found, "lease lost; interrupting guest");
+            kept.stop.request(StopReason::LeaseLost);
+            attempts.remove(&lease.attempt_id);
+            return;
+        }
+        Ok(Err(e)) => {
+            kept.missed += 1;
+            tracing::warn!(trigger_id, missed = kept.missed, error = %e, "heartbeat failed");
+        }
+        Err(_) => {
+            kept.missed += 1;
+            tracing::warn!(trigger_id, missed = kept.missed, "heartbeat timed out");
+        }
+    }
+    if kept.missed >= kept.max_missed {
+        tracing::warn!(
+            trigger_id,
+            missed = kept.missed,
+            "cannot confirm lease; closing commit gate"
+        );
+        kept.stop.request(StopReason::LeaseLost);
+        attempts.remove(&lease.attempt_id);
     }
 }

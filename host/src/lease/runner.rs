@@ -353,16 +353,13 @@ impl Runner {
         }
         let progress = Arc::new(AtomicI64::new(0));
         let park = Arc::new(ParkSlot::default());
-        let heartbeat = self.heartbeats.spawn(
-            lease.clone(),
-            self.config.clone(),
-            stop.clone(),
-            progress.clone(),
-        );
+        let heartbeat =
+            self.heartbeats
+                .start(lease.clone(), &self.config, stop.clone(), progress.clone());
         let report = self
             .run_attempt(&claim, &lease, stop.clone(), progress, park.clone())
             .await;
-        heartbeat.abort();
+        heartbeat.end();
         let (report, policy) = match report {
             Ok(ok) => ok,
             Err(host_error) => {
