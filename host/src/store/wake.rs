@@ -1,11 +1,16 @@
 //! Wake-ups across processes. A process that creates work announces when it
 //! comes due; every runner listening wakes then instead of at its next poll.
 //!
-//! PostgreSQL: `pg_notify` on [`WAKE_CHANNEL`] inside the statement's own
+//! PostgreSQL: `pg_notify` on [`WAKE_CHANNEL`]`:<schema>` inside the statement's own
 //! transaction (delivered at commit, never for a rolled-back insert), with
 //! the delay until the work is due as the payload, so a trigger created for
 //! 3 s from now wakes runners in 3 s rather than now. SQLite: one process
 //! owns the file and wakes its runner in memory, so there is nothing to send.
+//!
+//! The channel carries the schema's name because channels are per database,
+//! not per schema: Paddock installations that share one database in
+//! separate schemas (the test suite does, one schema per test) must not wake
+//! each other.
 //!
 //! Notifications are a latency optimisation only. A listener that loses its
 //! connection reconnects with backoff and the runners keep polling, so a lost
@@ -16,7 +21,8 @@ use super::{Dialect, Store, StoreResult};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The channel every Paddock process listens on.
+/// The channel every Paddock process listens on, followed by `:` and the
+/// schema its tables live in.
 pub const WAKE_CHANNEL: &str = "paddock_wake";
 
 /// Stops the listener task when dropped.
@@ -41,7 +47,7 @@ impl Store {
     {
         if self.dialect == Dialect::Postgres {
             sqlx::query(self.sql(concat!(
-                "SELECT pg_notify('paddock_wake', CAST(?1 - ",
+                "SELECT pg_notify('paddock_wake:' || coalesce(current_schema(), 'public'), CAST(?1 - ",
                 now_ms!(),
                 " AS TEXT))"
             )))
@@ -79,7 +85,12 @@ impl Store {
 /// Listen until the connection fails.
 async fn listen_once(url: &str, on_wake: &Arc<dyn Fn() + Send + Sync>) -> sqlx::Result<()> {
     let mut listener = sqlx::postgres::PgListener::connect(url).await?;
-    listener.listen(WAKE_CHANNEL).await?;
+    // The URL's search_path (if any) applies to this connection too.
+    let schema: String =
+        sqlx::query_scalar("SELECT coalesce(current_schema(), 'public')::text")
+            .fetch_one(&mut listener)
+            .await?;
+    listener.listen(&format!("{WAKE_CHANNEL}:{schema}")).await?;
     loop {
         let note = listener.recv().await?;
         // Negative (already due) or unreadable: wake now.
