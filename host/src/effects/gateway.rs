@@ -1,7 +1,7 @@
 //! The effect protocol's I/O: store lookups and fenced writes, connector
 //! permits, breaker and rate limit, the HTTP call, and the recovery scanner.
 
-use super::breaker::{Admit, Breaker, BreakerConfig, RateLimit};
+use super::breaker::{Admit, Breaker, BreakerConfig, BreakerState, RateLimit};
 use super::classify::{self, Answer, Found, Verdict};
 use super::http::HttpConnector;
 use crate::lease::transitions::backoff_ms;
@@ -372,13 +372,24 @@ impl EffectGateway {
         if let Some(original) = &request.compensates {
             self.check_compensation(&key, original).await?;
         }
+        // First sends are the common case: while the breaker is closed,
+        // skip the lookup and let the fenced intent insert find out (its
+        // `ON CONFLICT DO NOTHING` answers "already recorded" as a race,
+        // and the loop then looks the key up as usual). One round trip
+        // fewer on every new effect. With the breaker not closed the key is
+        // read first, so a recorded outcome is replayed even while the
+        // downstream is refused.
+        let mut optimistic = live.breaker.lock().unwrap().state() == BreakerState::Closed;
         let mut raced = false;
         loop {
-            let existing = self
-                .store
-                .effect_get(&key)
-                .await
-                .map_err(|e| self.store_error(caller, e))?;
+            let existing = if optimistic {
+                None
+            } else {
+                self.store
+                    .effect_get(&key)
+                    .await
+                    .map_err(|e| self.store_error(caller, e))?
+            };
             if let Some(rec) = &existing {
                 if rec.params_digest != digest {
                     self.count("effect_key_conflicts").await;
@@ -419,6 +430,7 @@ impl EffectGateway {
                 .send(caller, &live, &request, &digest, existing.as_ref())
                 .await
             {
+                Err(SendError::Raced) if optimistic => optimistic = false,
                 Err(SendError::Raced) if !raced => raced = true,
                 Err(SendError::Raced) => {
                     return Err(EffectError::Invalid(format!(
