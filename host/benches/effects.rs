@@ -6,7 +6,9 @@
 //! the ratio invoke / (direct HTTP + writes); the target is <= 1.2.
 //!
 //! Run: `cargo bench --bench effects` (after `bash scripts/build-guests.sh`).
-//! Env: `PADDOCK_BENCH_RUNS` (default 2000).
+//! Env: `PADDOCK_BENCH_RUNS` (default 2000); `PADDOCK_BENCH_STORE_URL` runs
+//! the host's store on that database instead of a fresh SQLite file (give
+//! it an empty PostgreSQL database, e.g. `postgres://postgres@127.0.0.1/pb`).
 
 use paddock::Store;
 use paddock::effects::{Caller, EffectGateway};
@@ -57,7 +59,9 @@ async fn bench(runs: usize) {
     let base = format!("http://{addr}/v1");
 
     // The host: a store, a connector, a job granted it, one claimed trigger.
-    let url = format!("sqlite://{}", dir.path().join("paddock.db").display());
+    let url = std::env::var("PADDOCK_BENCH_STORE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("paddock.db").display()));
+    println!("store: {}", url.split('?').next().unwrap_or(&url));
     let store = Store::open(&url).await.unwrap();
     let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
     let registry = Registry::new(store.clone(), sandbox);
