@@ -11,9 +11,11 @@
 //! driven by a raw SQL loop doing only the minimal statements in batches of
 //! 100 — one transaction claims (`UPDATE ... fencing_token + 1 ... WHERE id
 //! IN (SELECT ... LIMIT 100 [FOR UPDATE SKIP LOCKED]) RETURNING`) and inserts
-//! the attempt rows, a second completes them (`UPDATE ... SET state =
-//! 'succeeded' WHERE id = ? AND fencing_token = ?` per trigger, then one
-//! statement closing the batch's attempts). As many floor workers as
+//! the attempt rows, a second completes them (one `UPDATE triggers SET state
+//! = 'succeeded' ... FROM (VALUES (id, token), ...) WHERE id = v.id AND
+//! fencing_token = v.token` for the batch — each row fenced by its own token,
+//! as Paddock's group commit does — then one statement closing the batch's
+//! attempts). As many floor workers as
 //! Paddock processes. The floor runs before and after Paddock in each
 //! configuration; the ratio is Paddock / mean(floor). Target >= 0.5x.
 //!
@@ -26,10 +28,12 @@
 //! `PADDOCK_BENCH_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`) is the admin connection; a
 //! fresh database is created for the run and dropped at the end.
-//! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 5000), `PADDOCK_BENCH_JOBS_PG`
-//! (default 5000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
-//! default 32: no-op jobs finish in microseconds, so a runner needs that
-//! many slots to claim and commit in batches), `PADDOCK_BENCH_ONLY`
+//! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 10000), `PADDOCK_BENCH_JOBS_PG`
+//! (default 10000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
+//! default 128, with claims of up to half that: no-op jobs finish in
+//! microseconds, and a runner claims once half its slots are free, so the
+//! slots set the batch size — 128 gives claims of 64 next to the floor's
+//! 100; 32 slots reach about 0.3x on SQLite), `PADDOCK_BENCH_ONLY`
 //! (`sqlite` or `pg`).
 
 mod common;
@@ -46,6 +50,12 @@ use std::time::{Duration, Instant};
 
 const FLOOR_BATCH: usize = 100;
 const WARMUP: usize = 60;
+
+/// Triggers per claim statement for a runner with `slots` slots: half of
+/// them, as the runner claims once half its slots are free.
+fn claim_batch(slots: usize) -> i64 {
+    (slots / 2).max(1) as i64
+}
 
 /// A PostgreSQL database created for this run (dropped by `drop`), with one
 /// fresh schema per measured run.
@@ -252,11 +262,18 @@ async fn floor_worker(store: Store, owner: String) -> usize {
              ORDER BY priority, next_run_at, id LIMIT CAST(?3 AS INTEGER){skip}) \
          RETURNING id, fencing_token, attempts, lease_until, updated_at"
     )));
-    let complete = leak(d.sql_owned(format!(
-        "UPDATE triggers SET state = 'succeeded', lease_owner = NULL, lease_until = NULL, \
-             finished_at = {SQLITE_NOW}, updated_at = {SQLITE_NOW} \
-         WHERE id = ? AND fencing_token = ? AND state = 'running'"
-    )));
+    // All of a batch's fenced completions in one statement, each row
+    // checked against its own token (what Paddock's group commit does).
+    let complete = leak(d.multi_row(
+        &format!(
+            "UPDATE triggers SET state = 'succeeded', lease_owner = NULL, lease_until = NULL, \
+                 finished_at = {SQLITE_NOW}, updated_at = {SQLITE_NOW} FROM ("
+        ),
+        "(?, ?)",
+        FLOOR_BATCH,
+        ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
+           AND triggers.state = 'running'",
+    ));
     let mut done = 0;
     loop {
         let mut tx = store.pool().begin_with(d.begin_write()).await.unwrap();
@@ -291,16 +308,15 @@ async fn floor_worker(store: Store, owner: String) -> usize {
         tx.commit().await.unwrap();
 
         let mut tx = store.pool().begin().await.unwrap();
+        let mut q = sqlx::query(complete);
         for (id, token, ..) in &claimed {
-            let n = sqlx::query(complete)
-                .bind(*id)
-                .bind(*token)
-                .execute(&mut *tx)
-                .await
-                .unwrap()
-                .rows_affected();
-            assert_eq!(n, 1, "floor lost trigger {id}");
+            q = q.bind(*id).bind(*token);
         }
+        for _ in claimed.len()..FLOOR_BATCH {
+            q = q.bind(None::<i64>).bind(None::<i64>);
+        }
+        let n = q.execute(&mut *tx).await.unwrap().rows_affected();
+        assert_eq!(n as usize, claimed.len(), "floor lost a trigger");
         let close = d.sql_owned(format!(
             "UPDATE attempts SET outcome = 'succeeded', ended_at = {SQLITE_NOW} WHERE id IN ({})",
             vec!["?"; attempt_ids.len()].join(", ")
@@ -355,6 +371,7 @@ async fn in_process(
             lease: Duration::from_secs(30),
             heartbeat_every: Duration::from_millis(7500),
             max_concurrency: concurrency,
+            claim_batch: claim_batch(concurrency),
             poll_interval: Duration::from_millis(100),
             ..RunnerConfig::default()
         },
@@ -480,6 +497,8 @@ async fn processes(
                 "100ms",
                 "--concurrency",
                 &concurrency.to_string(),
+                "--claim-batch",
+                &claim_batch(concurrency).to_string(),
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -621,9 +640,9 @@ async fn config<F>(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 5000usize);
-    let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 5000usize);
-    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 32usize);
+    let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 10000usize);
+    let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 10000usize);
+    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 128usize);
     let only = std::env::var("PADDOCK_BENCH_ONLY").unwrap_or_default();
     let admin = std::env::var("PADDOCK_BENCH_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());

@@ -170,6 +170,10 @@ struct ServeArgs {
     /// Attempts running at once in this process.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Triggers claimed per claim statement at most. While attempts run,
+    /// the runner claims once min(this, concurrency / 2) slots are free.
+    #[arg(long, default_value_t = 32)]
+    claim_batch: i64,
     /// Lease length (e.g. 30s).
     #[arg(long, default_value = "30s")]
     lease: String,
@@ -461,6 +465,7 @@ async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Resu
         lease,
         heartbeat_every: lease / 4,
         max_concurrency: args.concurrency,
+        claim_batch: args.claim_batch.max(1),
         poll_interval: duration_arg(&args.poll)?,
         drain_timeout: duration_arg(&args.drain_timeout)?,
         drain_grace: duration_arg(&args.drain_grace)?,
