@@ -254,7 +254,12 @@ async fn renew(
         Ok(Err(StoreError::LeaseLost {
             expected, found, ..
         })) => {
-            tracing::warn!(trigger_id, expected, ?found, "lease lost; interrupting guest");
+            tracing::warn!(
+                trigger_id,
+                expected,
+                ?found,
+                "lease lost; interrupting guest"
+            );
             kept.stop.request(StopReason::LeaseLost);
             attempts.remove(&lease.attempt_id);
             return;

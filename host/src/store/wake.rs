@@ -86,10 +86,9 @@ impl Store {
 async fn listen_once(url: &str, on_wake: &Arc<dyn Fn() + Send + Sync>) -> sqlx::Result<()> {
     let mut listener = sqlx::postgres::PgListener::connect(url).await?;
     // The URL's search_path (if any) applies to this connection too.
-    let schema: String =
-        sqlx::query_scalar("SELECT coalesce(current_schema(), 'public')::text")
-            .fetch_one(&mut listener)
-            .await?;
+    let schema: String = sqlx::query_scalar("SELECT coalesce(current_schema(), 'public')::text")
+        .fetch_one(&mut listener)
+        .await?;
     listener.listen(&format!("{WAKE_CHANNEL}:{schema}")).await?;
     loop {
         let note = listener.recv().await?;
