@@ -59,6 +59,35 @@ async fn a_trigger_due_later_wakes_listeners_when_it_comes_due_not_before() {
     .await;
 }
 
+/// Channels are per database, not per schema: installations sharing one
+/// database in separate schemas (each test here has its own) must not wake
+/// each other's runners.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_in_another_schema_of_the_same_database_wakes_nobody() {
+    let here = TestHost::new().await;
+    let elsewhere = TestHost::new().await;
+    let (listener, wakes) = counting_listener(&here);
+    if listener.is_none() {
+        return; // SQLite: see the first test.
+    }
+    here.job("hello", "hello", "").await;
+    elsewhere.job("hello", "hello", "").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = wakes.load(Ordering::SeqCst);
+    elsewhere.trigger("hello", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        wakes.load(Ordering::SeqCst),
+        before,
+        "another schema's work woke this listener"
+    );
+    here.trigger("hello", json!({})).await;
+    eventually(Duration::from_secs(10), "this schema's wake-up", || async {
+        (wakes.load(Ordering::SeqCst) > before).then_some(())
+    })
+    .await;
+}
+
 /// A runner in another process that polls once a minute still starts a new
 /// trigger at once: the creating process's notification wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
