@@ -30,6 +30,15 @@ struct ClaimedRow {
     origin: String,
 }
 
+/// The claim's lanes (see [`Store::trigger_claim_batch_shared`]).
+#[derive(Clone, Copy)]
+enum Lane {
+    /// `retry_wait` triggers whose backoff is over.
+    Retries,
+    /// Due `pending` triggers and `running` ones whose lease expired.
+    Fresh,
+}
+
 /// `(?, ?, ...)` with `n` placeholders, for `IN` lists.
 fn id_list(n: usize) -> String {
     let mut list = String::with_capacity(2 + n * 3);
@@ -655,60 +664,40 @@ impl Store {
         retry_slots: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
+        let limit = limit.max(0);
+        let share = retry_slots.clamp(0, limit);
         let mut tx = self.begin_write().await?;
-        // Each lane is one ordered walk of `triggers_claim` (state, priority,
-        // next_run_at, id) that stops after `limit` rows: the cost follows
-        // the batch, not the backlog. Fresh work is two lanes (pending;
-        // running with an expired lease) merged by the same order.
-        let claimed: Vec<ClaimedRow> = sqlx::query_as(self.sql(concat!(
-            "WITH clock (now) AS (SELECT coalesce(?1, ",
-            now_ms!(),
-            ")), \
-             retries AS (SELECT id FROM triggers \
-                 WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-            skip_locked!(),
-            "), \
-             due AS (SELECT id, priority, next_run_at FROM triggers \
-                 WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-            skip_locked!(),
-            "), \
-             expired AS (SELECT id, priority, next_run_at FROM triggers \
-                 WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-            skip_locked!(),
-            "), \
-             fresh AS (SELECT id FROM (SELECT id, priority, next_run_at FROM due \
-                     UNION ALL SELECT id, priority, next_run_at FROM expired) AS f \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)), \
-             counts (retries, fresh) AS (SELECT (SELECT count(*) FROM retries), \
-                 (SELECT count(*) FROM fresh)), \
-             share (r) AS (SELECT CASE WHEN ?5 < retries THEN ?5 ELSE retries END FROM counts), \
-             spare (n) AS (SELECT CASE WHEN ?4 - r - fresh > 0 THEN ?4 - r - fresh ELSE 0 END \
-                 FROM share, counts), \
-             picked AS ( \
-                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT r FROM share)) AS a \
-                 UNION ALL \
-                 SELECT id FROM (SELECT id FROM fresh LIMIT CAST(?4 AS INTEGER) - (SELECT r FROM share)) AS b \
-                 UNION ALL \
-                 SELECT id FROM (SELECT id FROM retries LIMIT (SELECT n FROM spare) \
-                     OFFSET (SELECT r FROM share)) AS c) \
-             UPDATE triggers SET state = 'running', lease_owner = ?2, \
-                 lease_until = (SELECT now FROM clock) + ?3, \
-                 fencing_token = fencing_token + 1, attempts = attempts + 1, \
-                 updated_at = (SELECT now FROM clock) \
-             WHERE id IN (SELECT id FROM picked) \
-             RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, tenant, \
-                 plan_version, plan_key, scheduled_at, params, resource_group, origin"
-        )))
-        .bind(now)
-        .bind(owner)
-        .bind(lease_ms)
-        .bind(limit)
-        .bind(retry_slots.clamp(0, limit))
-        .fetch_all(&mut *tx)
-        .await?;
+        // Up to `share` due retries first, then fresh work for the rest,
+        // then — if fresh work left room and the retry lane was not
+        // exhausted — more retries. Each lane is its own statement, one
+        // ordered walk of `triggers_claim` (state, priority, next_run_at,
+        // id) that stops after its limit, so the claim's cost follows the
+        // batch, not the backlog; an empty lane costs one index probe. (One
+        // statement for all lanes, with the shares computed in SQL, cost
+        // SQLite twice as much per claimed row.) Rows a lane claims are
+        // `running` at once, so a second pass over a lane takes the next
+        // ones.
+        let mut claimed = Vec::with_capacity(limit as usize);
+        if share > 0 {
+            claimed.extend(
+                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, share, now)
+                    .await?,
+            );
+        }
+        let retried = claimed.len() as i64;
+        if limit - retried > 0 {
+            claimed.extend(
+                self.claim_lane(&mut tx, Lane::Fresh, owner, lease_ms, limit - retried, now)
+                    .await?,
+            );
+        }
+        let spare = limit - claimed.len() as i64;
+        if spare > 0 && retried == share {
+            claimed.extend(
+                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, spare, now)
+                    .await?,
+            );
+        }
         if claimed.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
@@ -785,6 +774,71 @@ impl Store {
                 started_at: c.updated_at,
             })
             .collect())
+    }
+
+    /// Claim up to `limit` triggers of one lane: fencing token + 1, lease on
+    /// the database clock, `running`, in the lane's order.
+    async fn claim_lane(
+        &self,
+        tx: &mut Tx,
+        lane: Lane,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+        now: Option<i64>,
+    ) -> StoreResult<Vec<ClaimedRow>> {
+        macro_rules! claim_where_id_in {
+            ($candidates:expr) => {
+                concat!(
+                    "WITH clock (now) AS (SELECT coalesce(?1, ",
+                    now_ms!(),
+                    ")) \
+                     UPDATE triggers SET state = 'running', lease_owner = ?2, \
+                         lease_until = (SELECT now FROM clock) + ?3, \
+                         fencing_token = fencing_token + 1, attempts = attempts + 1, \
+                         updated_at = (SELECT now FROM clock) \
+                     WHERE id IN (",
+                    $candidates,
+                    ") RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, \
+                         tenant, plan_version, plan_key, scheduled_at, params, resource_group, \
+                         origin"
+                )
+            };
+        }
+        let sql = match lane {
+            Lane::Retries => claim_where_id_in!(concat!(
+                "SELECT id FROM triggers \
+                 WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
+                skip_locked!()
+            )),
+            // Pending and due, or running with an expired lease: two walks
+            // merged by the same order.
+            Lane::Fresh => claim_where_id_in!(concat!(
+                "SELECT id FROM (\
+                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
+                         FROM triggers \
+                         WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
+                         ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
+                skip_locked!(),
+                ") AS due \
+                     UNION ALL \
+                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
+                         FROM triggers \
+                         WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
+                         ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
+                skip_locked!(),
+                ") AS expired) AS fresh \
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)"
+            )),
+        };
+        Ok(sqlx::query_as(self.sql(sql))
+            .bind(now)
+            .bind(owner)
+            .bind(lease_ms)
+            .bind(limit)
+            .fetch_all(&mut **tx)
+            .await?)
     }
 
     /// Count a stale write and build its error.
