@@ -1,10 +1,12 @@
 //! Instantiate-and-run latency of the trivial guest (`noop`: one host call,
 //! returns "ok") through Paddock's path — `Sandbox::run` with per-attempt
-//! store, memory limiter, fuel, epoch deadline callback and result
-//! classification — next to raw wasmtime `InstancePre::instantiate` + call
-//! on an engine with the same configuration (pooling allocator, fuel,
-//! epochs), and on a minimal one (pooling allocator only), measured in the
-//! same run, interleaved so machine noise hits all three alike.
+//! store, memory limiter, fuel, epoch deadline callback, the guest on a
+//! fiber, and result classification — next to raw wasmtime
+//! `InstancePre::instantiate` + call on an engine with the same
+//! configuration (pooling allocator, fuel, epochs), called on a fiber
+//! (`call_async`, what Paddock does) and synchronously, and on a minimal one
+//! (pooling allocator only, synchronous), measured in the same run,
+//! interleaved so machine noise hits all four alike.
 //!
 //! Run: `cargo bench --bench instantiate` (after `bash scripts/build-guests.sh`).
 //! Env: `PADDOCK_BENCH_RUNS` (default 20000).
@@ -67,6 +69,16 @@ mod raw {
     }
 }
 
+/// The same guest bindings with `run` called on a fiber.
+mod raw_async {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "job",
+        exports: { default: async },
+        with: { "paddock:job": super::raw::paddock::job },
+    });
+}
+
 fn engine(fuel_and_epochs: bool) -> Engine {
     let mut config = Config::new();
     config.wasm_component_model(true);
@@ -94,6 +106,22 @@ fn raw_run(engine: &Engine, pre: &raw::JobPre<raw::State>, fuel_and_epochs: bool
     }
     let job = pre.instantiate(&mut store).unwrap();
     let out = job.call_run(&mut store).unwrap();
+    assert_eq!(out.unwrap(), b"ok");
+}
+
+fn raw_async_pre(engine: &Engine, bytes: &[u8]) -> raw_async::JobPre<raw::State> {
+    let component = Component::new(engine, bytes).unwrap();
+    let mut linker = Linker::new(engine);
+    raw_async::Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    raw_async::JobPre::new(linker.instantiate_pre(&component).unwrap()).unwrap()
+}
+
+async fn raw_async_run(engine: &Engine, pre: &raw_async::JobPre<raw::State>) {
+    let mut store = Store::new(engine, raw::State);
+    store.set_fuel(u64::MAX / 2).unwrap();
+    store.set_epoch_deadline(1_000_000);
+    let job = pre.instantiate_async(&mut store).await.unwrap();
+    let out = job.call_run(&mut store).await.unwrap();
     assert_eq!(out.unwrap(), b"ok");
 }
 
@@ -129,14 +157,20 @@ fn main() {
         params: "{}".into(),
     };
     let services: Arc<dyn paddock::sandbox::AttemptServices> = Arc::new(NoServices);
+    // The guest runs on a fiber polled by this (current-thread) runtime, as
+    // in the runner, minus the other attempts.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let paddock_run = || {
-        let report = sandbox.run(
+        let report = rt.block_on(sandbox.run(
             &prepared,
             invocation.clone(),
             &limits,
             services.clone(),
             Arc::new(StopSignal::default()),
-        );
+        ));
         assert!(
             matches!(report.result, paddock::sandbox::RunResult::Output(_)),
             "{:?}",
@@ -146,56 +180,56 @@ fn main() {
 
     let same_engine = engine(true);
     let same_pre = raw_pre(&same_engine, &bytes);
+    let fiber_pre = raw_async_pre(&same_engine, &bytes);
     let min_engine = engine(false);
     let min_pre = raw_pre(&min_engine, &bytes);
 
     // Warm up every path (page faults, pool slots, caches).
     for _ in 0..500 {
         paddock_run();
+        rt.block_on(raw_async_run(&same_engine, &fiber_pre));
         raw_run(&same_engine, &same_pre, true);
         raw_run(&min_engine, &min_pre, false);
     }
-    let (mut p, mut s, mut m) = (
-        Vec::with_capacity(runs),
-        Vec::with_capacity(runs),
-        Vec::with_capacity(runs),
-    );
+    let mut samples: [Vec<Duration>; 4] = Default::default();
     for _ in 0..runs {
         let t = Instant::now();
         paddock_run();
-        p.push(t.elapsed());
+        samples[0].push(t.elapsed());
+        let t = Instant::now();
+        rt.block_on(raw_async_run(&same_engine, &fiber_pre));
+        samples[1].push(t.elapsed());
         let t = Instant::now();
         raw_run(&same_engine, &same_pre, true);
-        s.push(t.elapsed());
+        samples[2].push(t.elapsed());
         let t = Instant::now();
         raw_run(&min_engine, &min_pre, false);
-        m.push(t.elapsed());
+        samples[3].push(t.elapsed());
     }
-    let (pp50, pp99, pmean) = percentiles(p);
-    let (sp50, sp99, smean) = percentiles(s);
-    let (mp50, mp99, mmean) = percentiles(m);
+    let [p, f, s, m] = samples.map(percentiles);
     println!("instantiate-and-run of the noop guest, {runs} runs each, interleaved (µs)");
-    println!("{:<44} {:>8} {:>8} {:>8}", "path", "p50", "p99", "mean");
+    println!("{:<52} {:>8} {:>8} {:>8}", "path", "p50", "p99", "mean");
+    for (name, (p50, p99, mean)) in [
+        ("paddock Sandbox::run (fiber)", p),
+        ("raw InstancePre, fiber (pooling + fuel + epochs)", f),
+        ("raw InstancePre, sync (pooling + fuel + epochs)", s),
+        ("raw InstancePre, sync (pooling only)", m),
+    ] {
+        println!("{name:<52} {p50:>8.2} {p99:>8.2} {mean:>8.2}");
+    }
     println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "paddock Sandbox::run", pp50, pp99, pmean
+        "ratio paddock / raw fiber, same config: p50 {:.2}x  p99 {:.2}x",
+        p.0 / f.0,
+        p.1 / f.1
     );
     println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "raw InstancePre (pooling + fuel + epochs)", sp50, sp99, smean
+        "ratio paddock / raw sync, same config:  p50 {:.2}x  p99 {:.2}x",
+        p.0 / s.0,
+        p.1 / s.1
     );
     println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "raw InstancePre (pooling only)", mp50, mp99, mmean
-    );
-    println!(
-        "ratio paddock / raw same config: p50 {:.2}x  p99 {:.2}x",
-        pp50 / sp50,
-        pp99 / sp99
-    );
-    println!(
-        "ratio paddock / raw pooling only: p50 {:.2}x  p99 {:.2}x",
-        pp50 / mp50,
-        pp99 / mp99
+        "ratio paddock / raw sync, pooling only: p50 {:.2}x  p99 {:.2}x",
+        p.0 / m.0,
+        p.1 / m.1
     );
 }

@@ -174,6 +174,10 @@ struct ServeArgs {
     /// the runner claims once min(this, concurrency / 2) slots are free.
     #[arg(long, default_value_t = 32)]
     claim_batch: i64,
+    /// Threads that run guests (default: every core but one, which stays
+    /// free for claims, commits and the database driver).
+    #[arg(long)]
+    guest_threads: Option<usize>,
     /// Lease length (e.g. 30s).
     #[arg(long, default_value = "30s")]
     lease: String,
@@ -460,6 +464,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(threads) = args.guest_threads {
+        anyhow::ensure!(
+            crate::lease::guest_runtime::configure(threads),
+            "the guest runtime already runs with another thread count"
+        );
+    }
     let lease = duration_arg(&args.lease)?;
     let mut config = RunnerConfig {
         lease,

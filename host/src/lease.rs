@@ -19,6 +19,7 @@
 
 pub mod drain;
 pub mod group_commit;
+pub mod guest_runtime;
 pub mod heartbeat;
 pub mod runner;
 pub mod transitions;

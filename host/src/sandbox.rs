@@ -23,7 +23,7 @@ mod services;
 pub use bindings::{Job, JobPre, paddock::job as wit};
 pub use limits::{GuestLimits, MemoryLimiter};
 pub use report::{RunReport, RunResult, TrapKind};
-pub use services::{AttemptServices, NoServices, StopReason, StopSignal};
+pub use services::{AttemptServices, HostFuture, NoServices, StopReason, StopSignal};
 
 use crate::registry::capability::{self, CapabilityManifest};
 use bindings::GuestState;
@@ -113,6 +113,8 @@ pub fn pooling(max_instances: u32, memory_ceiling_bytes: u64) -> PoolingAllocati
         .total_core_instances(max_instances * 2)
         .total_memories(max_instances)
         .total_tables(max_instances * 2)
+        // One fiber stack per attempt in flight (guests run on fibers).
+        .total_stacks(max_instances)
         .max_memory_size(memory_ceiling_bytes as usize)
         .linear_memory_keep_resident(1 << 20)
         .table_keep_resident(64 << 10)
@@ -210,8 +212,12 @@ impl Sandbox {
             .contains_key(digest)
     }
 
-    /// Run one attempt to its end. Blocking: call it from a blocking thread.
-    pub fn run(
+    /// Run one attempt to its end. The guest runs on a fiber on the
+    /// caller's task: host calls that wait (checkpoints, effects) suspend
+    /// it, and a guest that computes for long yields to the runtime at every
+    /// epoch tick ([`EPOCH_TICK`]), so one thread can carry many attempts
+    /// and a spinning guest cannot hold its worker.
+    pub async fn run(
         &self,
         prepared: &Prepared,
         invocation: wit::context::Invocation,
@@ -235,12 +241,17 @@ impl Sandbox {
             if Instant::now() >= deadline {
                 return Err(wasmtime::Error::new(report::Interrupted::Deadline));
             }
-            Ok(wasmtime::UpdateDeadline::Continue(1))
+            // Let the worker run other tasks (tokio's yield puts this one at
+            // the back of the queue, unlike a plain self-wake).
+            Ok(wasmtime::UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
         });
-        let outcome = prepared
-            .pre
-            .instantiate(&mut store)
-            .and_then(|job| job.call_run(&mut store));
+        let outcome = match prepared.pre.instantiate_async(&mut store).await {
+            Ok(job) => job.call_run(&mut store).await,
+            Err(e) => Err(e),
+        };
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();
         let result = report::classify(outcome, &state.limiter, limits);

@@ -383,15 +383,15 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     let host = TestHost::new().await;
     host.group("busy", i64::MAX, 64 << 20, Duration::from_secs(300))
         .await;
-    // CPU-bound guests (tens of ms per step), one per runner slot: more
-    // busy threads than the main runtime has workers.
+    // CPU-bound guests that outlast the block below (seconds each, on the
+    // guest runtime), one per runner slot.
     host.job(
         "busy",
         "hello",
-        "resource_group = \"busy\"\n[params]\nsteps = 20\nspin_per_step = 20000000",
+        "resource_group = \"busy\"\n[params]\nsteps = 20\nspin_per_step = 300000000",
     )
     .await;
-    const N: i64 = 4;
+    const N: i64 = 2;
     for _ in 0..N {
         host.trigger("busy", json!({})).await;
     }

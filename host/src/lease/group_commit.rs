@@ -17,8 +17,11 @@ struct Pending {
 }
 
 /// The queue in front of [`Store::attempt_finish_batch`]. Cheap to share;
-/// its task starts on first use, on the caller's runtime, and stops when
-/// the queue is dropped.
+/// its task starts on first use, on the caller's runtime — for a runner,
+/// the guest runtime its attempts finish on, so a commit's replies wake
+/// their attempts without a hop between threads (committing from the main
+/// runtime instead measured 5-10% slower on `benches/throughput`) — and
+/// stops when the queue is dropped.
 pub struct CommitQueue {
     store: Store,
     max_batch: usize,

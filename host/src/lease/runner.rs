@@ -1,7 +1,8 @@
-//! The runner: claims batches of due triggers, runs each attempt in the
-//! sandbox on a blocking thread, heartbeats it from a task on the heartbeat
-//! runtime ([`super::heartbeat`]), and commits the result under its fencing
-//! token. On shutdown it drains ([`super::drain`]): no new claims, attempts
+//! The runner: claims batches of due triggers, runs each attempt as a task
+//! on the guest runtime ([`super::guest_runtime`]; the guest itself runs on
+//! a wasmtime fiber that yields at host calls and epoch ticks), heartbeats
+//! it from a task on the heartbeat runtime ([`super::heartbeat`]), and
+//! commits the result under its fencing token. On shutdown it drains ([`super::drain`]): no new claims, attempts
 //! in flight get `drain_timeout` to finish, then are asked to pause at
 //! their next safe point (and interrupted after `drain_grace`), and are
 //! released from their last checkpoint without spending retry budget.
@@ -15,7 +16,9 @@ use crate::registry::manifest::PlanSpec;
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 use crate::sandbox::wit::types::Control;
-use crate::sandbox::{AttemptServices, GuestLimits, RunResult, Sandbox, StopReason, StopSignal};
+use crate::sandbox::{
+    AttemptServices, GuestLimits, HostFuture, RunResult, Sandbox, StopReason, StopSignal,
+};
 use crate::store::{Claim, LeaseRef, ResourceGroup, Store, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -313,11 +316,14 @@ impl Runner {
                 .lock()
                 .expect("in-flight attempts")
                 .insert(claim.attempt_id, stop.clone());
-            running.spawn(async move {
-                let summary = runner.execute_with(claim, stop).await;
-                drop(permit);
-                summary
-            });
+            running.spawn_on(
+                async move {
+                    let summary = runner.execute_with(claim, stop).await;
+                    drop(permit);
+                    summary
+                },
+                &super::guest_runtime::handle(),
+            );
         }
         Ok(n)
     }
@@ -686,17 +692,16 @@ impl Runner {
             stop: stop.clone(),
             progress,
             connectors: spec.connectors.clone(),
-            runtime: tokio::runtime::Handle::current(),
             effects: self.effects.clone(),
             retry: spec.retry.clone(),
             park,
         });
-        let sandbox = self.sandbox.clone();
-        let report = tokio::task::spawn_blocking(move || {
-            sandbox.run(&prepared, invocation, &limits, services, stop)
-        })
-        .await
-        .map_err(|e| format!("attempt thread failed: {e}"))?;
+        // The guest runs on a fiber on this task (no thread hand-off): it
+        // yields at host calls that wait and at every epoch tick.
+        let report = self
+            .sandbox
+            .run(&prepared, invocation, &limits, services, stop)
+            .await;
         Ok((report, spec.retry.clone()))
     }
 }
@@ -758,7 +763,6 @@ struct RunnerServices {
     stop: Arc<StopSignal>,
     progress: Arc<AtomicI64>,
     connectors: Vec<String>,
-    runtime: tokio::runtime::Handle,
     effects: Arc<EffectGateway>,
     retry: crate::registry::manifest::RetryPolicy,
 }
@@ -780,71 +784,76 @@ impl AttemptServices for RunnerServices {
         self.stop.control()
     }
 
-    fn load_checkpoint(&self) -> Option<Vec<u8>> {
-        match self
-            .runtime
-            .block_on(self.store.checkpoint_load(self.lease.trigger_id))
-        {
-            Ok(found) => found.map(|(_, data)| data),
-            Err(e) => {
-                tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint load failed");
-                None
+    fn load_checkpoint(&self) -> HostFuture<'_, Option<Vec<u8>>> {
+        Box::pin(async move {
+            match self.store.checkpoint_load(self.lease.trigger_id).await {
+                Ok(found) => found.map(|(_, data)| data),
+                Err(e) => {
+                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint load failed");
+                    None
+                }
             }
-        }
+        })
     }
 
-    fn save_checkpoint(&self, state: Vec<u8>) -> Control {
-        // A draining guest may still save the safe point it reached.
-        if self.stop.gate_closed() {
-            return Control::LeaseLost;
-        }
-        match self
-            .runtime
-            .block_on(self.store.checkpoint_save(&self.lease, &state))
-        {
-            Ok(seq) => {
-                self.progress.store(seq, Ordering::Relaxed);
-                self.stop.control()
+    fn save_checkpoint(&self, state: Vec<u8>) -> HostFuture<'_, Control> {
+        Box::pin(async move {
+            // A draining guest may still save the safe point it reached.
+            if self.stop.gate_closed() {
+                return Control::LeaseLost;
             }
-            Err(StoreError::LeaseLost { .. }) => {
-                self.stop.request(StopReason::LeaseLost);
-                Control::LeaseLost
+            match self.store.checkpoint_save(&self.lease, &state).await {
+                Ok(seq) => {
+                    self.progress.store(seq, Ordering::Relaxed);
+                    self.stop.control()
+                }
+                Err(StoreError::LeaseLost { .. }) => {
+                    self.stop.request(StopReason::LeaseLost);
+                    Control::LeaseLost
+                }
+                Err(e) => {
+                    // Not knowing whether the write counted, the guest must
+                    // not rely on it; stopping is the safe answer.
+                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint save failed");
+                    self.stop.request(StopReason::LeaseLost);
+                    Control::LeaseLost
+                }
             }
-            Err(e) => {
-                // Not knowing whether the write counted, the guest must not
-                // rely on it; stopping is the safe answer.
-                tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint save failed");
-                self.stop.request(StopReason::LeaseLost);
-                Control::LeaseLost
-            }
-        }
+        })
     }
 
-    fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError> {
-        match self.stop.reason() {
-            Some(StopReason::LeaseLost) => return Err(EffectError::LeaseLost),
-            // Draining: no new effect starts (one already sent settles, or
-            // stays `intent`/`unknown` for the next attempt to query).
-            Some(StopReason::Pause | StopReason::Shutdown) => {
-                return Err(EffectError::CircuitOpen(format!(
-                    "not sent: the host is draining; '{}' can be retried after the trigger resumes",
-                    request.idempotency_key
-                )));
+    fn invoke_effect(&self, request: Request) -> HostFuture<'_, Result<Outcome, EffectError>> {
+        Box::pin(async move {
+            match self.stop.reason() {
+                Some(StopReason::LeaseLost) => return Err(EffectError::LeaseLost),
+                // Draining: no new effect starts (one already sent settles,
+                // or stays `intent`/`unknown` for the next attempt to query).
+                Some(StopReason::Pause | StopReason::Shutdown) => {
+                    return Err(EffectError::CircuitOpen(format!(
+                        "not sent: the host is draining; '{}' can be retried after the trigger resumes",
+                        request.idempotency_key
+                    )));
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        // A downstream 409 or a stale intent/outcome write closes the gate
-        // (the gateway calls `stop.request(LeaseLost)`) and is counted.
-        self.runtime
-            .block_on(self.effects.invoke(&self.caller(), request))
+            // A downstream 409 or a stale intent/outcome write closes the
+            // gate (the gateway calls `stop.request(LeaseLost)`) and is
+            // counted.
+            self.effects.invoke(&self.caller(), request).await
+        })
     }
 
-    fn query_effect(&self, connector: &str, key: &str) -> Result<Option<Outcome>, EffectError> {
-        if self.stop.interrupting().is_some() {
-            return Err(EffectError::LeaseLost);
-        }
-        self.runtime
-            .block_on(self.effects.query(&self.caller(), connector, key))
+    fn query_effect<'a>(
+        &'a self,
+        connector: &'a str,
+        key: &'a str,
+    ) -> HostFuture<'a, Result<Option<Outcome>, EffectError>> {
+        Box::pin(async move {
+            if self.stop.interrupting().is_some() {
+                return Err(EffectError::LeaseLost);
+            }
+            self.effects.query(&self.caller(), connector, key).await
+        })
     }
 }
 

@@ -6,9 +6,19 @@ use super::limits::{GuestLimits, MemoryLimiter};
 use super::services::{AttemptServices, StopSignal};
 use std::sync::Arc;
 
+// Host calls that wait on the database or a downstream are async: the
+// guest runs on a fiber that is suspended while they wait, so an attempt
+// never needs a thread of its own. The rest are plain calls on the fiber.
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "job",
+    imports: {
+        "paddock:job/checkpoint.load": async,
+        "paddock:job/checkpoint.save": async,
+        "paddock:job/effects.invoke": async,
+        "paddock:job/effects.query": async,
+    },
+    exports: { default: async },
 });
 
 use paddock::job::{checkpoint, context, effects, log, types};
@@ -99,37 +109,39 @@ impl context::Host for GuestState {
 }
 
 impl checkpoint::Host for GuestState {
-    fn load(&mut self) -> Option<Vec<u8>> {
-        self.services.load_checkpoint()
+    async fn load(&mut self) -> Option<Vec<u8>> {
+        self.services.load_checkpoint().await
     }
 
-    fn save(&mut self, state: Vec<u8>) -> types::Control {
+    async fn save(&mut self, state: Vec<u8>) -> types::Control {
         // A shutdown still lets a guest that reaches a safe point save it.
         if self.stop.gate_closed() {
             return types::Control::LeaseLost;
         }
-        let answer = self.services.save_checkpoint(state);
+        let answer = self.services.save_checkpoint(state).await;
         self.control_with(answer)
     }
 }
 
 impl effects::Host for GuestState {
-    fn invoke(
+    async fn invoke(
         &mut self,
         request: effects::Request,
     ) -> Result<effects::Outcome, effects::EffectError> {
         if self.stop.interrupting().is_some() {
             return Err(effects::EffectError::LeaseLost);
         }
-        self.services.invoke_effect(request)
+        self.services.invoke_effect(request).await
     }
 
-    fn query(
+    async fn query(
         &mut self,
         connector: String,
         idempotency_key: String,
     ) -> Result<Option<effects::Outcome>, effects::EffectError> {
-        self.services.query_effect(&connector, &idempotency_key)
+        self.services
+            .query_effect(&connector, &idempotency_key)
+            .await
     }
 }
 

@@ -4,22 +4,33 @@
 
 use super::wit::effects::{EffectError, Outcome, Request};
 use super::wit::types::Control;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// The host's side of one attempt, called synchronously from the guest's
-/// thread. Implementations must be cheap when nothing changes (`control` is
-/// called at every safe point).
+/// The future of one host call that waits on I/O. Boxed so the trait stays
+/// object-safe (the runner hands the sandbox an `Arc<dyn AttemptServices>`).
+pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The host's side of one attempt. Calls that touch the database or a
+/// downstream are async: the guest's fiber is suspended while they wait, and
+/// the runtime thread runs other attempts meanwhile. `control` is called at
+/// every safe point and must be cheap.
 pub trait AttemptServices: Send + Sync {
     /// The answer to `context.poll`.
     fn control(&self) -> Control;
     /// The last checkpoint saved for this trigger, by any attempt.
-    fn load_checkpoint(&self) -> Option<Vec<u8>>;
+    fn load_checkpoint(&self) -> HostFuture<'_, Option<Vec<u8>>>;
     /// A fenced checkpoint write; `LeaseLost` when the token is stale.
-    fn save_checkpoint(&self, state: Vec<u8>) -> Control;
+    fn save_checkpoint(&self, state: Vec<u8>) -> HostFuture<'_, Control>;
     /// Perform (or replay) one effect.
-    fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError>;
+    fn invoke_effect(&self, request: Request) -> HostFuture<'_, Result<Outcome, EffectError>>;
     /// What became of an effect, by key.
-    fn query_effect(&self, connector: &str, key: &str) -> Result<Option<Outcome>, EffectError>;
+    fn query_effect<'a>(
+        &'a self,
+        connector: &'a str,
+        key: &'a str,
+    ) -> HostFuture<'a, Result<Option<Outcome>, EffectError>>;
 }
 
 /// Services for a guest that has nothing behind it: no checkpoints, no
@@ -30,17 +41,21 @@ impl AttemptServices for NoServices {
     fn control(&self) -> Control {
         Control::Proceed
     }
-    fn load_checkpoint(&self) -> Option<Vec<u8>> {
-        None
+    fn load_checkpoint(&self) -> HostFuture<'_, Option<Vec<u8>>> {
+        Box::pin(async { None })
     }
-    fn save_checkpoint(&self, _state: Vec<u8>) -> Control {
-        Control::Proceed
+    fn save_checkpoint(&self, _state: Vec<u8>) -> HostFuture<'_, Control> {
+        Box::pin(async { Control::Proceed })
     }
-    fn invoke_effect(&self, request: Request) -> Result<Outcome, EffectError> {
-        Err(EffectError::NotGranted(request.connector))
+    fn invoke_effect(&self, request: Request) -> HostFuture<'_, Result<Outcome, EffectError>> {
+        Box::pin(async move { Err(EffectError::NotGranted(request.connector)) })
     }
-    fn query_effect(&self, connector: &str, _key: &str) -> Result<Option<Outcome>, EffectError> {
-        Err(EffectError::NotGranted(connector.to_string()))
+    fn query_effect<'a>(
+        &'a self,
+        connector: &'a str,
+        _key: &'a str,
+    ) -> HostFuture<'a, Result<Option<Outcome>, EffectError>> {
+        Box::pin(async move { Err(EffectError::NotGranted(connector.to_string())) })
     }
 }
 
