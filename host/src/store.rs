@@ -22,6 +22,7 @@
 //! exception tickets). Migrations are in `migrations/sqlite/` and
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
+mod claim_queries;
 pub mod dialect;
 mod drain_queries;
 mod effect_queries;
@@ -80,11 +81,23 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A turn at a store's write gate (see [`Store::write_turn`]); the next
+/// writer goes when it is dropped.
+pub(crate) type WriteTurn = Option<tokio::sync::OwnedMutexGuard<()>>;
+
 /// A handle on the database. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
+    /// SQLite only: write transactions of this process take turns here, in
+    /// arrival order, instead of colliding on the database's one write
+    /// lock. A collision costs far more than waiting: the loser sleeps in
+    /// SQLite's busy handler (1 ms, then 2, 5, ...) while the lock is
+    /// usually free again within a fraction of that — measured on the
+    /// throughput bench, a one-row group commit that met a claim took
+    /// 2.7 ms instead of 0.3 ms, and the runner idled meanwhile.
+    write_gate: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// Kept for connections outside the pool (the wake listener).
     url: std::sync::Arc<str>,
 }
@@ -172,6 +185,7 @@ impl Store {
         Ok(Self {
             pool,
             dialect,
+            write_gate: (dialect == Dialect::Sqlite).then(Default::default),
             url: url.into(),
         })
     }
@@ -189,6 +203,15 @@ impl Store {
     /// `template` (SQLite spelling) as this database needs it.
     pub fn sql(&self, template: &'static str) -> &'static str {
         self.dialect.sql(template)
+    }
+
+    /// Wait for this process's turn to write (SQLite; PostgreSQL writers
+    /// need no turn: row locks keep them apart). FIFO, so no writer starves.
+    pub(crate) async fn write_turn(&self) -> WriteTurn {
+        match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        }
     }
 
     pub async fn close(&self) {

@@ -22,7 +22,7 @@ impl Store {
         why: &str,
         delay_ms: i64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', lease_owner = NULL, lease_until = NULL, \
              next_run_at = ",

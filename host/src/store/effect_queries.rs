@@ -49,7 +49,7 @@ impl Store {
 
     /// Create or replace a connector, audited.
     pub async fn connector_put(&self, c: &ConnectorRecord, actor: &str) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         sqlx::query(self.sql(concat!(
             "INSERT INTO connectors (",
             connector_columns!(),
@@ -336,7 +336,7 @@ impl Store {
     /// Open a ticket, or return the open one with the same kind and subject
     /// (`false`). Opening is audited under the actor `paddock`.
     pub async fn exception_open(&self, new: &NewException) -> StoreResult<(ExceptionRecord, bool)> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let evidence = manifest::canonical_json(&new.evidence);
         let allowed = serde_json::to_string(&new.allowed_actions).unwrap_or_default();
         let inserted = sqlx::query(self.sql(concat!(
@@ -418,7 +418,7 @@ impl Store {
                 "resolving an exception needs an actor and a reason".into(),
             ));
         }
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let ticket: ExceptionRecord = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),

@@ -5,42 +5,13 @@
 //! registrations, audit appends) open with [`Store::begin_write`]: SQLite's
 //! write lock up front, or on PostgreSQL row locks where the rows are read.
 
-use super::dialect::{now_ms, skip_locked};
+use super::dialect::now_ms;
 use super::*;
 use crate::audit::{self, AuditEntry};
 use crate::registry::manifest::{self, ApplyDecision, PlanSpec};
-use std::collections::HashMap;
-
-/// What a claim's `UPDATE ... RETURNING` gives back per trigger.
-#[derive(sqlx::FromRow)]
-struct ClaimedRow {
-    id: i64,
-    fencing_token: i64,
-    attempts: i64,
-    lease_until: i64,
-    /// The claim's clock (the attempt's start).
-    updated_at: i64,
-    job_id: String,
-    tenant: String,
-    plan_version: i64,
-    plan_key: String,
-    scheduled_at: i64,
-    params: String,
-    resource_group: String,
-    origin: String,
-}
-
-/// The claim's lanes (see [`Store::trigger_claim_batch_shared`]).
-#[derive(Clone, Copy)]
-enum Lane {
-    /// `retry_wait` triggers whose backoff is over.
-    Retries,
-    /// Due `pending` triggers and `running` ones whose lease expired.
-    Fresh,
-}
 
 /// `(?, ?, ...)` with `n` placeholders, for `IN` lists.
-fn id_list(n: usize) -> String {
+pub(super) fn id_list(n: usize) -> String {
     let mut list = String::with_capacity(2 + n * 3);
     list.push('(');
     for i in 0..n {
@@ -74,9 +45,15 @@ macro_rules! attempt_columns {
 
 impl Store {
     /// A transaction that will write what it reads (see
-    /// [`Dialect::begin_write`]).
-    pub(super) async fn begin_write(&self) -> StoreResult<Tx> {
-        Ok(self.pool.begin_with(self.dialect.begin_write()).await?)
+    /// [`Dialect::begin_write`]), and the turn at this process's write gate
+    /// that goes with it (see [`Store::write_turn`]); keep the turn until the
+    /// transaction has ended.
+    pub(super) async fn begin_write(&self) -> StoreResult<(Tx, WriteTurn)> {
+        let turn = self.write_turn().await;
+        Ok((
+            self.pool.begin_with(self.dialect.begin_write()).await?,
+            turn,
+        ))
     }
 
     /// The database's clock, in ms.
@@ -142,7 +119,7 @@ impl Store {
         subject: &str,
         detail: serde_json::Value,
     ) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         self.audit_append(&mut tx, actor, action, subject, detail)
             .await?;
         tx.commit().await?;
@@ -243,7 +220,7 @@ impl Store {
 
     /// Create or replace a group's limits, audited.
     pub async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         sqlx::query(self.sql(concat!(
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
              max_concurrency, grants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ",
@@ -311,7 +288,7 @@ impl Store {
         manifest_json: &str,
         actor: &str,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at) \
              VALUES (?, ?, ?, ?, ?, ",
@@ -358,7 +335,7 @@ impl Store {
         actor: &str,
     ) -> StoreResult<ApplyOutcome> {
         let digest = spec.digest();
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let owner: Option<String> =
             sqlx::query_scalar(self.sql("SELECT tenant FROM jobs WHERE job_id = ?"))
                 .bind(job_id)
@@ -634,213 +611,6 @@ impl Store {
 
     // ---- leases ----------------------------------------------------------
 
-    /// Claim up to `limit` due triggers for `owner` in one transaction: rows
-    /// that are pending or waiting to retry with `next_run_at <= now`, or
-    /// running with an expired lease. Each gets `fencing_token + 1`, a lease
-    /// until `now + lease_ms` (database clock) and a new attempt row; an
-    /// expired predecessor attempt is closed as `expired`.
-    pub async fn trigger_claim_batch(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
-        self.trigger_claim_batch_shared(owner, lease_ms, limit, (limit + 1) / 2, now)
-            .await
-    }
-
-    /// [`Store::trigger_claim_batch`] with an explicit share for retries:
-    /// up to `retry_slots` of the batch go to due `retry_wait` triggers
-    /// first, the rest to fresh work (pending, or running with an expired
-    /// lease), and slots either lane leaves empty go to the other. So a
-    /// backlog of retries can neither starve fresh triggers nor be starved
-    /// by them, and no slot is wasted.
-    pub async fn trigger_claim_batch_shared(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        retry_slots: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
-        let limit = limit.max(0);
-        let share = retry_slots.clamp(0, limit);
-        let mut tx = self.begin_write().await?;
-        // Up to `share` due retries first, then fresh work for the rest,
-        // then — if fresh work left room and the retry lane was not
-        // exhausted — more retries. Each lane is its own statement, one
-        // ordered walk of `triggers_claim` (state, priority, next_run_at,
-        // id) that stops after its limit, so the claim's cost follows the
-        // batch, not the backlog; an empty lane costs one index probe. (One
-        // statement for all lanes, with the shares computed in SQL, cost
-        // SQLite twice as much per claimed row.) Rows a lane claims are
-        // `running` at once, so a second pass over a lane takes the next
-        // ones.
-        let mut claimed = Vec::with_capacity(limit as usize);
-        if share > 0 {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, share, now)
-                    .await?,
-            );
-        }
-        let retried = claimed.len() as i64;
-        if limit - retried > 0 {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Fresh, owner, lease_ms, limit - retried, now)
-                    .await?,
-            );
-        }
-        let spare = limit - claimed.len() as i64;
-        if spare > 0 && retried == share {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, spare, now)
-                    .await?,
-            );
-        }
-        if claimed.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let now = claimed[0].updated_at;
-        // A trigger claimed again may have an earlier attempt: the total-time
-        // budget counts from its first start, and an attempt still open
-        // belongs to a lease that lapsed (taken over now).
-        let again: Vec<i64> = claimed
-            .iter()
-            .filter(|c| c.attempts > 1)
-            .map(|c| c.id)
-            .collect();
-        let mut first_started: HashMap<i64, i64> = HashMap::new();
-        if !again.is_empty() {
-            let ids = id_list(again.len());
-            let close = self.dialect.sql_owned(format!(
-                "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
-                     error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-                 WHERE ended_at IS NULL AND trigger_id IN {ids}"
-            ));
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(close)).bind(now);
-            for id in &again {
-                q = q.bind(*id);
-            }
-            q.execute(&mut *tx).await?;
-            let firsts = self.dialect.sql_owned(format!(
-                "SELECT trigger_id, min(started_at) FROM attempts \
-                 WHERE trigger_id IN {ids} GROUP BY trigger_id"
-            ));
-            let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(firsts));
-            for id in &again {
-                q = q.bind(*id);
-            }
-            first_started.extend(q.fetch_all(&mut *tx).await?);
-        }
-        // One multi-row insert for the batch's attempts.
-        let insert = self.dialect.multi_row(
-            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
-             lease_until)",
-            "(?, ?, ?, ?, ?, ?)",
-            claimed.len(),
-            "RETURNING trigger_id, id",
-        );
-        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(insert));
-        for c in &claimed {
-            q = q
-                .bind(c.id)
-                .bind(c.attempts)
-                .bind(owner)
-                .bind(c.fencing_token)
-                .bind(c.updated_at)
-                .bind(c.lease_until);
-        }
-        let attempt_ids: HashMap<i64, i64> = q.fetch_all(&mut *tx).await?.into_iter().collect();
-        tx.commit().await?;
-        Ok(claimed
-            .into_iter()
-            .map(|c| Claim {
-                attempt_id: attempt_ids[&c.id],
-                first_started_at: first_started.get(&c.id).copied().unwrap_or(c.updated_at),
-                trigger_id: c.id,
-                attempt_no: c.attempts,
-                fencing_token: c.fencing_token,
-                lease_until: c.lease_until,
-                job_id: c.job_id,
-                tenant: c.tenant,
-                plan_version: c.plan_version,
-                plan_key: c.plan_key,
-                scheduled_at: c.scheduled_at,
-                params: c.params,
-                resource_group: c.resource_group,
-                origin: c.origin,
-                started_at: c.updated_at,
-            })
-            .collect())
-    }
-
-    /// Claim up to `limit` triggers of one lane: fencing token + 1, lease on
-    /// the database clock, `running`, in the lane's order.
-    async fn claim_lane(
-        &self,
-        tx: &mut Tx,
-        lane: Lane,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<ClaimedRow>> {
-        macro_rules! claim_where_id_in {
-            ($candidates:expr) => {
-                concat!(
-                    "WITH clock (now) AS (SELECT coalesce(?1, ",
-                    now_ms!(),
-                    ")) \
-                     UPDATE triggers SET state = 'running', lease_owner = ?2, \
-                         lease_until = (SELECT now FROM clock) + ?3, \
-                         fencing_token = fencing_token + 1, attempts = attempts + 1, \
-                         updated_at = (SELECT now FROM clock) \
-                     WHERE id IN (",
-                    $candidates,
-                    ") RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, \
-                         tenant, plan_version, plan_key, scheduled_at, params, resource_group, \
-                         origin"
-                )
-            };
-        }
-        let sql = match lane {
-            Lane::Retries => claim_where_id_in!(concat!(
-                "SELECT id FROM triggers \
-                 WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!()
-            )),
-            // Pending and due, or running with an expired lease: two walks
-            // merged by the same order.
-            Lane::Fresh => claim_where_id_in!(concat!(
-                "SELECT id FROM (\
-                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-                         FROM triggers \
-                         WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
-                         ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!(),
-                ") AS due \
-                     UNION ALL \
-                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-                         FROM triggers \
-                         WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                         ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!(),
-                ") AS expired) AS fresh \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)"
-            )),
-        };
-        Ok(sqlx::query_as(self.sql(sql))
-            .bind(now)
-            .bind(owner)
-            .bind(lease_ms)
-            .bind(limit)
-            .fetch_all(&mut **tx)
-            .await?)
-    }
-
     /// Count a stale write and build its error.
     pub(super) async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
         let found: Option<i64> =
@@ -880,7 +650,7 @@ impl Store {
         lease_ms: i64,
         progress_seq: i64,
     ) -> StoreResult<(i64, bool)> {
-        let mut tx = self.pool.begin().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let renewed: Option<(i64, i64)> = sqlx::query_as(self.sql(concat!(
             "UPDATE triggers SET lease_until = ",
             now_ms!(),
@@ -1006,58 +776,21 @@ impl Store {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = ends.len().next_power_of_two();
-        let mut tx = self.pool.begin().await?;
-        // column1 trigger id, column2 token, column3 state, column4 result,
-        // column5 error class, column6 error message, column7 retry after,
-        // column8 terminal (0/1).
-        let transitions = self.dialect.multi_row(
-            concat!(
-                "UPDATE triggers SET state = v.column3, result = v.column4, \
-                     error_class = v.column5, error_message = v.column6, \
-                     next_run_at = CASE WHEN v.column7 IS NULL THEN next_run_at ELSE ",
-                now_ms!(),
-                " + v.column7 END, lease_owner = NULL, lease_until = NULL, \
-                     finished_at = CASE WHEN v.column8 <> 0 THEN ",
-                now_ms!(),
-                " ELSE NULL END, updated_at = ",
-                now_ms!(),
-                " FROM ("
-            ),
-            "(?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-            ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
-               AND triggers.state = 'running' RETURNING id",
-        );
-        let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(transitions));
-        for (lease, end) in ends {
-            let terminal = matches!(
-                end.trigger_state,
-                "succeeded" | "failed" | "cancelled" | "skipped"
-            );
-            q = q
-                .bind(lease.trigger_id)
-                .bind(lease.fencing_token)
-                .bind(end.trigger_state)
-                .bind(&end.result)
-                .bind(&end.error_class)
-                .bind(&end.error_message)
-                .bind(end.retry_after_ms)
-                .bind(terminal as i64);
-        }
-        for _ in ends.len()..rows {
-            q = q
-                .bind(None::<i64>)
-                .bind(None::<i64>)
-                .bind(None::<String>)
-                .bind(None::<Vec<u8>>)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .bind(None::<i64>)
-                .bind(None::<i64>);
-        }
-        let moved: std::collections::HashSet<i64> =
-            q.fetch_all(&mut *tx).await?.into_iter().collect();
+        // Most batches commit whole: then the row count says so and no row
+        // needs to come back (each returned row is a message through sqlx's
+        // SQLite driver). When some end was stale the transaction is redone
+        // with `RETURNING id`, to learn exactly which ones moved.
+        let mut exact = false;
+        let (mut tx, moved, _turn) = loop {
+            let (mut tx, turn) = self.begin_write().await?;
+            match self.finish_transitions(&mut tx, ends, exact).await? {
+                Some(moved) => break (tx, moved, turn),
+                None => {
+                    tx.rollback().await?;
+                    exact = true;
+                }
+            }
+        };
         let (committed, stale): (Vec<usize>, Vec<usize>) =
             (0..ends.len()).partition(|&i| moved.contains(&ends[i].0.trigger_id));
         if !committed.is_empty() {
@@ -1114,5 +847,82 @@ impl Store {
             results[i] = Err(self.lease_lost(lease, "result commit").await);
         }
         Ok(results)
+    }
+
+    /// The fenced trigger transitions of [`Store::attempt_finish_batch`], in
+    /// one set-based statement: the ids that moved, or — unless `exact` —
+    /// `None` when not all of them did.
+    async fn finish_transitions(
+        &self,
+        tx: &mut Tx,
+        ends: &[(LeaseRef, AttemptEnd)],
+        exact: bool,
+    ) -> StoreResult<Option<std::collections::HashSet<i64>>> {
+        let rows = ends.len().next_power_of_two();
+        // column1 trigger id, column2 token, column3 state, column4 result,
+        // column5 error class, column6 error message, column7 retry after,
+        // column8 terminal (0/1).
+        let transitions = self.dialect.multi_row(
+            concat!(
+                "UPDATE triggers SET state = v.column3, result = v.column4, \
+                     error_class = v.column5, error_message = v.column6, \
+                     next_run_at = CASE WHEN v.column7 IS NULL THEN next_run_at ELSE ",
+                now_ms!(),
+                " + v.column7 END, lease_owner = NULL, lease_until = NULL, \
+                     finished_at = CASE WHEN v.column8 <> 0 THEN ",
+                now_ms!(),
+                " ELSE NULL END, updated_at = ",
+                now_ms!(),
+                " FROM ("
+            ),
+            "(?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+            if exact {
+                ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
+                   AND triggers.state = 'running' RETURNING id"
+            } else {
+                ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
+                   AND triggers.state = 'running'"
+            },
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(transitions));
+        for (lease, end) in ends {
+            let terminal = matches!(
+                end.trigger_state,
+                "succeeded" | "failed" | "cancelled" | "skipped"
+            );
+            q = q
+                .bind(lease.trigger_id)
+                .bind(lease.fencing_token)
+                .bind(end.trigger_state)
+                .bind(&end.result)
+                .bind(&end.error_class)
+                .bind(&end.error_message)
+                .bind(end.retry_after_ms)
+                .bind(terminal as i64);
+        }
+        for _ in ends.len()..rows {
+            q = q
+                .bind(None::<i64>)
+                .bind(None::<i64>)
+                .bind(None::<String>)
+                .bind(None::<Vec<u8>>)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .bind(None::<i64>)
+                .bind(None::<i64>);
+        }
+        if exact {
+            use sqlx::Row;
+            let moved = q.fetch_all(&mut **tx).await?;
+            return Ok(Some(
+                moved
+                    .iter()
+                    .map(|row| row.try_get::<i64, _>(0))
+                    .collect::<Result<_, _>>()?,
+            ));
+        }
+        let moved = q.execute(&mut **tx).await?.rows_affected();
+        Ok((moved == ends.len() as u64).then(|| ends.iter().map(|(l, _)| l.trigger_id).collect()))
     }
 }

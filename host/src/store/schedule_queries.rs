@@ -218,7 +218,7 @@ impl Store {
         // Multi-row statements: one round trip per chunk instead of per row.
         // 200 rows x 9 binds stays far below SQLite's bound-parameter limit.
         const CHUNK: usize = 200;
-        let mut tx = self.pool.begin().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let mut created = 0;
         for chunk in triggers.chunks(CHUNK) {
             let sql = self.dialect.multi_row(
@@ -310,7 +310,7 @@ impl Store {
 
     /// Approve a parked (`manual`) trigger: it becomes pending, audited.
     pub async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
+        let (mut tx, _turn) = self.begin_write().await?;
         let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', next_run_at = ",
             now_ms!(),
