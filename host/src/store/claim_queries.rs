@@ -51,15 +51,13 @@ enum Lane {
     Fresh,
 }
 
-/// A claimable trigger as SQLite's candidate scan reports it:
-/// `[id, lane, priority, next_run_at]`; lane 0 is due retries, 1 due
-/// pending triggers, 2 lapsed leases (1 and 2 are the fresh lane).
-type Candidate = (i64, i64, i64, i64);
-
-/// A claimed trigger as SQLite's read-back reports it: `[id, attempt id,
-/// attempts, fencing token, lease until, job, tenant, plan version, plan
-/// key, scheduled at, params, group, origin, first started at]`.
-type ClaimedJson = (
+/// A claimable trigger as SQLite's candidate scan reports it: `[id, lane,
+/// priority, next_run_at, attempts, fencing token, job, tenant, plan
+/// version, plan key, scheduled at, params, group, origin, first attempt's
+/// start]` (before the claim). Lane 0 is due retries, 1 due pending
+/// triggers, 2 lapsed leases (1 and 2 are the fresh lane).
+type Candidate = (
+    i64,
     i64,
     i64,
     i64,
@@ -73,7 +71,7 @@ type ClaimedJson = (
     String,
     String,
     String,
-    i64,
+    Option<i64>,
 );
 
 /// The lanes' shares of a batch: up to `share` retries first, then fresh
@@ -139,8 +137,8 @@ impl Store {
         }
     }
 
-    /// SQLite's claim: choose, update, insert and read back, one row per
-    /// statement (see the module docs).
+    /// SQLite's claim: read the candidates, choose, update, insert — one
+    /// row per statement at most (see the module docs).
     async fn claim_sqlite(
         &self,
         owner: &str,
@@ -154,13 +152,24 @@ impl Store {
         // batch: `triggers_claim` (state, priority, next_run_at, id) for due
         // retries and pending rows, `triggers_lease` (lease_until, running
         // rows only) for lapsed leases — so the cost follows the batch, not
-        // the backlog or the number of running triggers.
-        let (now, candidates): (i64, String) = sqlx::query_as(self.sql(concat!(
-            "WITH clock (now) AS (SELECT coalesce(?1, ",
-            now_ms!(),
-            ")) \
+        // the backlog or the number of running triggers. The walks read only
+        // index columns; the rows are read once, for what the claim needs.
+        // And the highest attempt id AUTOINCREMENT has handed out: the
+        // batch's attempts get the next ones, explicitly (see below).
+        let (now, last_attempt_id, candidates): (i64, i64, String) =
+            sqlx::query_as(self.sql(concat!(
+                "WITH clock (now) AS (SELECT coalesce(?1, ",
+                now_ms!(),
+                ")) \
              SELECT (SELECT now FROM clock), \
-                 coalesce(json_group_array(json_array(id, lane, priority, next_run_at)), '[]') \
+                 (SELECT CASE WHEN s > m THEN s ELSE m END FROM (SELECT \
+                     coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'attempts'), 0) AS s, \
+                     coalesce((SELECT max(id) FROM attempts), 0) AS m)), \
+                 coalesce(json_group_array(json_array(c.id, c.lane, c.priority, c.next_run_at, \
+                     t.attempts, t.fencing_token, t.job_id, t.tenant, t.plan_version, \
+                     t.plan_key, t.scheduled_at, t.params, t.resource_group, t.origin, \
+                     CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
+                         WHERE f.trigger_id = t.id) END)), '[]') \
              FROM (\
                  SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
                      WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
@@ -172,31 +181,36 @@ impl Store {
                  UNION ALL \
                  SELECT * FROM (SELECT id, 2 AS lane, priority, next_run_at FROM triggers \
                      WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                     ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)))"
-        )))
-        .bind(now)
-        .bind(limit)
-        .fetch_one(&mut *tx)
-        .await?;
-        let mut candidates: Vec<Candidate> = decode_json(&candidates)?;
-        candidates.sort_unstable_by_key(|&(id, lane, priority, next_run_at)| {
-            (lane.min(1), priority, next_run_at, id)
-        });
-        let lapsed: std::collections::HashSet<i64> = candidates
-            .iter()
-            .filter(|c| c.1 == 2)
-            .map(|c| c.0)
+                     ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
+             JOIN triggers t ON t.id = c.id"
+            )))
+            .bind(now)
+            .bind(limit)
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut candidates: HashMap<i64, Candidate> = decode_json::<Vec<Candidate>>(&candidates)?
+            .into_iter()
+            .map(|c| (c.0, c))
             .collect();
-        let (retries, fresh): (Vec<Candidate>, Vec<Candidate>) =
-            candidates.into_iter().partition(|c| c.1 == 0);
-        let ids = |lane: Vec<Candidate>| lane.into_iter().map(|c| c.0).collect::<Vec<_>>();
-        let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
+        let mut order: Vec<(i64, i64, i64, i64)> = candidates
+            .values()
+            .map(|c| (c.1.min(1), c.2, c.3, c.0))
+            .collect();
+        order.sort_unstable();
+        let lane = |fresh: i64| {
+            order
+                .iter()
+                .filter(|o| o.0 == fresh)
+                .map(|o| o.3)
+                .collect::<Vec<_>>()
+        };
+        let chosen = choose_batch(&lane(0), &lane(1), limit as usize, share as usize);
         if chosen.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
         }
         let chosen_json = serde_json::to_string(&chosen).expect("ids serialize");
-        sqlx::query(self.sql(
+        let updated = sqlx::query(self.sql(
             "UPDATE triggers SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, \
                  fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
              WHERE id IN (SELECT value FROM json_each(?4))",
@@ -206,79 +220,75 @@ impl Store {
         .bind(lease_ms)
         .bind(&chosen_json)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
         // A lapsed lease leaves its attempt open: close it (taken over now).
         // Only those can have one — an attempt ends in the same transaction
         // that moves its trigger out of `running` — so most claims skip
         // this statement.
-        if chosen.iter().any(|id| lapsed.contains(id)) {
+        if chosen.iter().any(|id| candidates[id].1 == 2) {
             sqlx::query(self.sql(
-            "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
-                 error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-             WHERE ended_at IS NULL AND trigger_id IN (\
-                 SELECT id FROM triggers \
-                 WHERE id IN (SELECT value FROM json_each(?2)) AND attempts > 1)",
-        ))
+                "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
+                     error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+                 WHERE ended_at IS NULL AND trigger_id IN (SELECT value FROM json_each(?2))",
+            ))
             .bind(now)
             .bind(&chosen_json)
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query(self.sql(
-            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
-                 lease_until) \
-             SELECT id, attempts, ?1, fencing_token, updated_at, lease_until FROM triggers \
+        // The attempts get explicit ids, the next ones after the last handed
+        // out, in trigger id order: so they are known without reading them
+        // back (sqlx's `Any` driver does not report the last insert id). The
+        // write lock is held since the candidates were read; were an id taken
+        // after all, the insert would fail on the key, not misnumber.
+        let inserted = sqlx::query(self.sql(
+            "INSERT INTO attempts (id, trigger_id, attempt_no, runner_id, fencing_token, \
+                 started_at, lease_until) \
+             SELECT ?3 + row_number() OVER (ORDER BY id), id, attempts, ?1, fencing_token, \
+                 updated_at, lease_until FROM triggers \
              WHERE id IN (SELECT value FROM json_each(?2))",
         ))
         .bind(owner)
         .bind(&chosen_json)
+        .bind(last_attempt_id)
         .execute(&mut *tx)
-        .await?;
-        // The total-time budget counts from the first attempt's start.
-        let claimed: String = sqlx::query_scalar(self.sql(
-            "SELECT coalesce(json_group_array(json_array(t.id, a.id, t.attempts, \
-                 t.fencing_token, t.lease_until, t.job_id, t.tenant, t.plan_version, t.plan_key, \
-                 t.scheduled_at, t.params, t.resource_group, t.origin, \
-                 CASE WHEN t.attempts > 1 THEN \
-                     (SELECT min(f.started_at) FROM attempts f WHERE f.trigger_id = t.id) \
-                 ELSE t.updated_at END)), '[]') \
-             FROM json_each(?1) j \
-             JOIN triggers t ON t.id = j.value \
-             JOIN attempts a ON a.trigger_id = t.id AND a.fencing_token = t.fencing_token",
-        ))
-        .bind(&chosen_json)
-        .fetch_one(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+        let n = chosen.len() as u64;
+        if updated != n || inserted != n {
+            return Err(StoreError::Database(sqlx::Error::Protocol(format!(
+                "claim of {n} triggers updated {updated} and inserted {inserted} attempts"
+            ))));
+        }
         tx.commit().await?;
-        let mut claimed: HashMap<i64, ClaimedJson> = decode_json::<Vec<ClaimedJson>>(&claimed)?
-            .into_iter()
-            .map(|row| (row.0, row))
-            .collect();
-        chosen
+        let mut by_id = chosen.clone();
+        by_id.sort_unstable();
+        let attempt_ids: HashMap<i64, i64> = by_id.into_iter().zip(last_attempt_id + 1..).collect();
+        let lease_until = now + lease_ms;
+        Ok(chosen
             .iter()
             .map(|id| {
-                let row = claimed.remove(id).ok_or_else(|| {
-                    sqlx::Error::Protocol(format!("claimed trigger {id} was not read back"))
-                })?;
-                Ok(Claim {
-                    trigger_id: row.0,
-                    attempt_id: row.1,
-                    attempt_no: row.2,
-                    fencing_token: row.3,
-                    lease_until: row.4,
-                    job_id: row.5,
-                    tenant: row.6,
-                    plan_version: row.7,
-                    plan_key: row.8,
-                    scheduled_at: row.9,
-                    params: row.10,
-                    resource_group: row.11,
-                    origin: row.12,
+                let c = candidates.remove(id).expect("chosen from the candidates");
+                Claim {
+                    trigger_id: c.0,
+                    attempt_id: attempt_ids[id],
+                    attempt_no: c.4 + 1,
+                    fencing_token: c.5 + 1,
+                    lease_until,
+                    job_id: c.6,
+                    tenant: c.7,
+                    plan_version: c.8,
+                    plan_key: c.9,
+                    scheduled_at: c.10,
+                    params: c.11,
+                    resource_group: c.12,
+                    origin: c.13,
                     started_at: now,
-                    first_started_at: row.13,
-                })
+                    first_started_at: c.14.unwrap_or(now),
+                }
             })
-            .collect()
+            .collect())
     }
 
     /// PostgreSQL's claim: one `UPDATE ... RETURNING` per lane, candidates
