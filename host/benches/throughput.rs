@@ -30,10 +30,11 @@
 //! fresh database is created for the run and dropped at the end.
 //! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 10000), `PADDOCK_BENCH_JOBS_PG`
 //! (default 10000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
-//! default 128, with claims of up to half that: no-op jobs finish in
-//! microseconds, and a runner claims once half its slots are free, so the
-//! slots set the batch size — 128 gives claims of 64 next to the floor's
-//! 100; 32 slots reach about 0.3x on SQLite), `PADDOCK_BENCH_ONLY`
+//! default 256), `PADDOCK_BENCH_CLAIM` (triggers per claim, default 100 —
+//! the floor's batch — or half the slots if less: a runner claims once that
+//! many slots are free, and the slots beyond one batch keep guests running
+//! while the next claim and the last commit are in the database),
+//! `PADDOCK_BENCH_ONLY`
 //! (`sqlite`, `pg`, or a configuration's tag prefix: `sq_inproc`,
 //! `sq_serve1`, `sq_calls`, `pg_inproc`, `pg_serve1`, `pg_serve3`, `pg_calls`).
 
@@ -52,10 +53,13 @@ use std::time::{Duration, Instant};
 const FLOOR_BATCH: usize = 100;
 const WARMUP: usize = 60;
 
-/// Triggers per claim statement for a runner with `slots` slots: half of
-/// them, as the runner claims once half its slots are free.
+/// Triggers per claim statement for a runner with `slots` slots: the
+/// floor's batch (`PADDOCK_BENCH_CLAIM`, default 100), or half the slots if
+/// that is less — the runner claims once that many slots are free, so slots
+/// beyond the batch keep guests busy while the next claim runs.
 fn claim_batch(slots: usize) -> i64 {
-    (slots / 2).max(1) as i64
+    let batch = env_or("PADDOCK_BENCH_CLAIM", FLOOR_BATCH);
+    batch.min(slots / 2).max(1) as i64
 }
 
 /// A PostgreSQL database created for this run (dropped by `drop`), with one
@@ -673,7 +677,7 @@ fn selected(tag: &str) -> bool {
 async fn main() {
     let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 10000usize);
     let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 10000usize);
-    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 128usize);
+    let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 256usize);
     let only = std::env::var("PADDOCK_BENCH_ONLY").unwrap_or_default();
     let admin = std::env::var("PADDOCK_BENCH_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
