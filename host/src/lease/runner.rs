@@ -2,10 +2,11 @@
 //! on the guest runtime ([`super::guest_runtime`]; the guest itself runs on
 //! a wasmtime fiber that yields at host calls and epoch ticks), heartbeats
 //! it from a task on the heartbeat runtime ([`super::heartbeat`]), and
-//! commits the result under its fencing token. On shutdown it drains ([`super::drain`]): no new claims, attempts
-//! in flight get `drain_timeout` to finish, then are asked to pause at
-//! their next safe point (and interrupted after `drain_grace`), and are
-//! released from their last checkpoint without spending retry budget.
+//! commits the result under its fencing token. On shutdown it drains
+//! ([`super::drain`]): no new claims, attempts in flight get
+//! `drain_timeout` to finish, then are asked to pause at their next safe
+//! point (and interrupted after `drain_grace`), and are released from their
+//! last checkpoint without spending retry budget.
 
 use super::drain::{self, DrainReport};
 use super::group_commit::CommitQueue;

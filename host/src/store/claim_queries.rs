@@ -51,28 +51,33 @@ enum Lane {
     Fresh,
 }
 
-/// A claimable trigger as SQLite's candidate scan reports it: `[id, lane,
-/// priority, next_run_at, attempts, fencing token, job, tenant, plan
-/// version, plan key, scheduled at, params, group, origin, first attempt's
-/// start]` (before the claim). Lane 0 is due retries, 1 due pending
-/// triggers, 2 lapsed leases (1 and 2 are the fresh lane).
-type Candidate = (
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    String,
-    String,
-    i64,
-    String,
-    i64,
-    String,
-    String,
-    String,
-    Option<i64>,
-);
+/// A claimable trigger as SQLite's candidate scan reports it, before the
+/// claim: one JSON array per trigger, in this field order (serde reads a
+/// struct from an array).
+#[derive(serde::Deserialize)]
+struct Candidate {
+    id: i64,
+    /// 0 due retries, 1 due pending triggers, 2 lapsed leases (1 and 2 are
+    /// the fresh lane).
+    lane: i64,
+    priority: i64,
+    next_run_at: i64,
+    attempts: i64,
+    fencing_token: i64,
+    job_id: String,
+    tenant: String,
+    plan_version: i64,
+    plan_key: String,
+    scheduled_at: i64,
+    params: String,
+    resource_group: String,
+    origin: String,
+    /// When its first attempt started, if it had one.
+    first_started_at: Option<i64>,
+}
+
+/// Lane 2 in [`Candidate::lane`].
+const LAPSED: i64 = 2;
 
 /// The lanes' shares of a batch: up to `share` retries first, then fresh
 /// work for the rest, then — if fresh work left room and the retry lane was
@@ -190,21 +195,18 @@ impl Store {
             .await?;
         let mut candidates: HashMap<i64, Candidate> = decode_json::<Vec<Candidate>>(&candidates)?
             .into_iter()
-            .map(|c| (c.0, c))
+            .map(|c| (c.id, c))
             .collect();
-        let mut order: Vec<(i64, i64, i64, i64)> = candidates
+        // Claim order within each lane: (priority, next_run_at, id).
+        let mut order: Vec<(bool, i64, i64, i64)> = candidates
             .values()
-            .map(|c| (c.1.min(1), c.2, c.3, c.0))
+            .map(|c| (c.lane != 0, c.priority, c.next_run_at, c.id))
             .collect();
         order.sort_unstable();
-        let lane = |fresh: i64| {
-            order
-                .iter()
-                .filter(|o| o.0 == fresh)
-                .map(|o| o.3)
-                .collect::<Vec<_>>()
-        };
-        let chosen = choose_batch(&lane(0), &lane(1), limit as usize, share as usize);
+        let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
+        let ids =
+            |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
+        let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
         if chosen.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
@@ -226,7 +228,7 @@ impl Store {
         // Only those can have one — an attempt ends in the same transaction
         // that moves its trigger out of `running` — so most claims skip
         // this statement.
-        if chosen.iter().any(|id| candidates[id].1 == 2) {
+        if chosen.iter().any(|id| candidates[id].lane == LAPSED) {
             sqlx::query(self.sql(
                 "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
                      error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
@@ -271,21 +273,21 @@ impl Store {
             .map(|id| {
                 let c = candidates.remove(id).expect("chosen from the candidates");
                 Claim {
-                    trigger_id: c.0,
+                    trigger_id: c.id,
                     attempt_id: attempt_ids[id],
-                    attempt_no: c.4 + 1,
-                    fencing_token: c.5 + 1,
+                    attempt_no: c.attempts + 1,
+                    fencing_token: c.fencing_token + 1,
                     lease_until,
-                    job_id: c.6,
-                    tenant: c.7,
-                    plan_version: c.8,
-                    plan_key: c.9,
-                    scheduled_at: c.10,
-                    params: c.11,
-                    resource_group: c.12,
-                    origin: c.13,
+                    job_id: c.job_id,
+                    tenant: c.tenant,
+                    plan_version: c.plan_version,
+                    plan_key: c.plan_key,
+                    scheduled_at: c.scheduled_at,
+                    params: c.params,
+                    resource_group: c.resource_group,
+                    origin: c.origin,
                     started_at: now,
-                    first_started_at: c.14.unwrap_or(now),
+                    first_started_at: c.first_started_at.unwrap_or(now),
                 }
             })
             .collect())

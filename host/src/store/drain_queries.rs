@@ -22,7 +22,7 @@ impl Store {
         why: &str,
         delay_ms: i64,
     ) -> StoreResult<()> {
-        let (mut tx, _turn) = self.begin_write().await?;
+        let (mut tx, turn) = self.begin_write().await?;
         let updated = sqlx::query(self.sql(concat!(
             "UPDATE triggers SET state = 'pending', lease_owner = NULL, lease_until = NULL, \
              next_run_at = ",
@@ -39,6 +39,7 @@ impl Store {
         .rows_affected();
         if updated == 0 {
             tx.rollback().await?;
+            drop(turn);
             return Err(self.lease_lost(lease, "release").await);
         }
         sqlx::query(self.sql(concat!(

@@ -650,7 +650,7 @@ impl Store {
         lease_ms: i64,
         progress_seq: i64,
     ) -> StoreResult<(i64, bool)> {
-        let (mut tx, _turn) = self.begin_write().await?;
+        let (mut tx, turn) = self.begin_write().await?;
         let renewed: Option<(i64, i64)> = sqlx::query_as(self.sql(concat!(
             "UPDATE triggers SET lease_until = ",
             now_ms!(),
@@ -667,6 +667,8 @@ impl Store {
         .await?;
         let Some((until, cancel)) = renewed else {
             tx.rollback().await?;
+            // The next writer need not wait for the bookkeeping.
+            drop(turn);
             return Err(self.lease_lost(lease, "heartbeat").await);
         };
         sqlx::query(self.sql(concat!(
@@ -781,7 +783,7 @@ impl Store {
         // SQLite driver). When some end was stale the transaction is redone
         // with `RETURNING id`, to learn exactly which ones moved.
         let mut exact = false;
-        let (mut tx, moved, _turn) = loop {
+        let (mut tx, moved, turn) = loop {
             let (mut tx, turn) = self.begin_write().await?;
             match self.finish_transitions(&mut tx, ends, exact).await? {
                 Some(moved) => break (tx, moved, turn),
@@ -839,6 +841,8 @@ impl Store {
             q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
+        // Stale ends are closed and counted outside the turn.
+        drop(turn);
         let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
         for i in stale {
             let (lease, end) = &ends[i];
