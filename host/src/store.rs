@@ -4,7 +4,7 @@
 //!
 //! Invariants:
 //! - every instant is integer milliseconds since the Unix epoch, taken from
-//!   the database clock inside the statement that uses it (an optional
+//!   the database clock inside the transaction that uses it (an optional
 //!   injected `now` exists only for tests);
 //! - every write made under a lease carries `fencing_token = $token` in the
 //!   same statement; zero rows means the token is stale, and the write comes
@@ -19,7 +19,9 @@
 //! spellings that differ, and the operations live in [`queries`] (triggers,
 //! attempts, registrations, audit), [`schedule_queries`] (shards,
 //! watermarks, schedules) and [`effect_queries`] (effects, connectors,
-//! exception tickets). Migrations are in `migrations/sqlite/` and
+//! exception tickets). On SQLite, claims and group commits — the writes
+//! every job pays for — run instead on [`sqlite_writer`], each transaction
+//! whole on one thread. Migrations are in `migrations/sqlite/` and
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
 mod claim_queries;
@@ -29,6 +31,7 @@ mod effect_queries;
 mod model;
 mod queries;
 mod schedule_queries;
+mod sqlite_writer;
 mod wake;
 
 pub use dialect::Dialect;
@@ -68,6 +71,9 @@ pub enum StoreError {
     UnsupportedUrl(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// From SQLite's writer connection (see [`sqlite_writer`]).
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -75,7 +81,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying the same operation later may succeed.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, StoreError::Database(_))
+        matches!(self, StoreError::Database(_) | StoreError::Sqlite(_))
     }
 }
 
@@ -98,8 +104,43 @@ pub struct Store {
     /// throughput bench, a one-row group commit that met a claim took
     /// 2.7 ms instead of 0.3 ms, and the runner idled meanwhile.
     write_gate: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite only: the connection claims and group commits run on, each
+    /// transaction whole on its thread (see [`sqlite_writer`]).
+    writer: Option<std::sync::Arc<sqlite_writer::SqliteWriter>>,
+    /// `sqlite::memory:` only: the private file standing in for it.
+    _scratch: Option<std::sync::Arc<ScratchFile>>,
     /// Kept for connections outside the pool (the wake listener).
     url: std::sync::Arc<str>,
+}
+
+/// The file behind a `sqlite::memory:` store, removed with the store. An
+/// in-memory SQLite database exists once per connection, and the store
+/// needs two (the pool and the writer) to see the same one.
+struct ScratchFile(std::path::PathBuf);
+
+impl ScratchFile {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Self(std::env::temp_dir().join(format!(
+            "paddock-memory-{}-{n}-{nanos}.db",
+            std::process::id()
+        )))
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 impl Store {
@@ -120,20 +161,25 @@ impl Store {
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
+        // `sqlite::memory:` is a private file removed with the store.
+        let scratch = (dialect == Dialect::Sqlite && url.contains(":memory:"))
+            .then(|| std::sync::Arc::new(ScratchFile::new()));
+        let url = match &scratch {
+            Some(file) => format!("sqlite://{}", file.0.display()),
+            None => url.to_string(),
+        };
         let pool = match dialect {
             Dialect::Sqlite => {
-                // `mode=rwc` creates the file. An in-memory database exists
-                // once per connection: keep one.
-                let memory = url.contains(":memory:");
-                let url = if memory || url.contains("mode=") {
-                    url.to_string()
+                // `mode=rwc` creates the file.
+                let url = if url.contains("mode=") {
+                    url.clone()
                 } else if url.contains('?') {
                     format!("{url}&mode=rwc")
                 } else {
                     format!("{url}?mode=rwc")
                 };
                 AnyPoolOptions::new()
-                    .max_connections(max_connections.unwrap_or(if memory { 1 } else { 8 }))
+                    .max_connections(max_connections.unwrap_or(8))
                     // A pooled connection to an embedded file cannot have
                     // died behind our back, so skip the ping that would
                     // otherwise cost a round trip to its worker thread on
@@ -173,7 +219,7 @@ impl Store {
                             Ok(())
                         })
                     })
-                    .connect(url)
+                    .connect(&url)
                     .await?
             }
         };
@@ -182,10 +228,22 @@ impl Store {
             Dialect::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrations.run(&pool).await?;
+        let writer = match dialect {
+            Dialect::Sqlite => {
+                use std::str::FromStr;
+                let options = sqlx::sqlite::SqliteConnectOptions::from_str(&url)?;
+                Some(std::sync::Arc::new(sqlite_writer::SqliteWriter::open(
+                    options.get_filename(),
+                )?))
+            }
+            Dialect::Postgres => None,
+        };
         Ok(Self {
             pool,
             dialect,
             write_gate: (dialect == Dialect::Sqlite).then(Default::default),
+            writer,
+            _scratch: scratch,
             url: url.into(),
         })
     }
@@ -212,6 +270,21 @@ impl Store {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         }
+    }
+
+    /// SQLite: run `work` as one write transaction on the writer thread
+    /// (see [`sqlite_writer`]), at this process's write turn.
+    pub(crate) async fn sqlite_write<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
+        let writer = self
+            .writer
+            .as_ref()
+            .expect("only a SQLite store has a writer");
+        let _turn = self.write_turn().await;
+        writer.transaction(work).await
     }
 
     pub async fn close(&self) {

@@ -93,6 +93,11 @@ impl TestHost {
     pub async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = fresh_database_url(dir.path()).await;
+        Self::on(url, dir).await
+    }
+
+    /// A host on the database at `url` (`dir` holds its files, if any).
+    pub async fn on(url: String, dir: tempfile::TempDir) -> Self {
         let store = Store::open(&url).await.unwrap();
         let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
         let registry = Registry::new(store.clone(), sandbox.clone());

@@ -9,13 +9,13 @@
 //! - PostgreSQL: one `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP
 //!   LOCKED) RETURNING` per lane, so processes claiming at once take
 //!   disjoint rows without waiting on each other.
-//! - SQLite: the write lock is already held (`BEGIN IMMEDIATE`), so nothing
-//!   can move between reading and writing; every statement returns at most
-//!   one row, the batch travelling as a JSON array. sqlx's SQLite driver
-//!   hands each result row to the caller through a channel, and those
-//!   per-row wake-ups — not SQLite — were most of a claim's cost (measured
-//!   with `perf` on the throughput bench: the driver's worker thread spent
-//!   two thirds of its time in futex calls).
+//! - SQLite: one transaction on the writer thread (see
+//!   [`super::sqlite_writer`]). The write lock is held from the first read
+//!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
+//!   and claiming it: one scan reads the candidates of every lane, the
+//!   shares are chosen in Rust ([`choose_batch`]), and each chosen trigger
+//!   is claimed by a prepared statement of its own — in-thread calls, so
+//!   a row costs SQLite's work and nothing more.
 
 use super::dialect::{now_ms, skip_locked};
 use super::queries::id_list;
@@ -52,9 +52,7 @@ enum Lane {
 }
 
 /// A claimable trigger as SQLite's candidate scan reports it, before the
-/// claim: one JSON array per trigger, in this field order (serde reads a
-/// struct from an array).
-#[derive(serde::Deserialize)]
+/// claim (columns in this field order).
 struct Candidate {
     id: i64,
     /// 0 due retries, 1 due pending triggers, 2 lapsed leases (1 and 2 are
@@ -74,6 +72,28 @@ struct Candidate {
     origin: String,
     /// When its first attempt started, if it had one.
     first_started_at: Option<i64>,
+}
+
+impl Candidate {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            lane: row.get(1)?,
+            priority: row.get(2)?,
+            next_run_at: row.get(3)?,
+            attempts: row.get(4)?,
+            fencing_token: row.get(5)?,
+            job_id: row.get(6)?,
+            tenant: row.get(7)?,
+            plan_version: row.get(8)?,
+            plan_key: row.get(9)?,
+            scheduled_at: row.get(10)?,
+            params: row.get(11)?,
+            resource_group: row.get(12)?,
+            origin: row.get(13)?,
+            first_started_at: row.get(14)?,
+        })
+    }
 }
 
 /// Lane 2 in [`Candidate::lane`].
@@ -143,7 +163,7 @@ impl Store {
     }
 
     /// SQLite's claim: read the candidates, choose, update, insert — one
-    /// row per statement at most (see the module docs).
+    /// transaction on the writer thread (see [`super::sqlite_writer`]).
     async fn claim_sqlite(
         &self,
         owner: &str,
@@ -152,145 +172,9 @@ impl Store {
         share: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
-        let (mut tx, _turn) = self.begin_write().await?;
-        // Each lane is an ordered walk of an index that stops after the
-        // batch: `triggers_claim` (state, priority, next_run_at, id) for due
-        // retries and pending rows, `triggers_lease` (lease_until, running
-        // rows only) for lapsed leases — so the cost follows the batch, not
-        // the backlog or the number of running triggers. The walks read only
-        // index columns; the rows are read once, for what the claim needs.
-        // And the highest attempt id AUTOINCREMENT has handed out: the
-        // batch's attempts get the next ones, explicitly (see below).
-        let (now, last_attempt_id, candidates): (i64, i64, String) =
-            sqlx::query_as(self.sql(concat!(
-                "WITH clock (now) AS (SELECT coalesce(?1, ",
-                now_ms!(),
-                ")) \
-             SELECT (SELECT now FROM clock), \
-                 (SELECT CASE WHEN s > m THEN s ELSE m END FROM (SELECT \
-                     coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'attempts'), 0) AS s, \
-                     coalesce((SELECT max(id) FROM attempts), 0) AS m)), \
-                 coalesce(json_group_array(json_array(c.id, c.lane, c.priority, c.next_run_at, \
-                     t.attempts, t.fencing_token, t.job_id, t.tenant, t.plan_version, \
-                     t.plan_key, t.scheduled_at, t.params, t.resource_group, t.origin, \
-                     CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
-                         WHERE f.trigger_id = t.id) END)), '[]') \
-             FROM (\
-                 SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
-                     WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
-                     ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
-                 UNION ALL \
-                 SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
-                     WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
-                     ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
-                 UNION ALL \
-                 SELECT * FROM (SELECT id, 2 AS lane, priority, next_run_at FROM triggers \
-                     WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                     ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
-             JOIN triggers t ON t.id = c.id"
-            )))
-            .bind(now)
-            .bind(limit)
-            .fetch_one(&mut *tx)
-            .await?;
-        let mut candidates: HashMap<i64, Candidate> = decode_json::<Vec<Candidate>>(&candidates)?
-            .into_iter()
-            .map(|c| (c.id, c))
-            .collect();
-        // Claim order within each lane: (priority, next_run_at, id).
-        let mut order: Vec<(bool, i64, i64, i64)> = candidates
-            .values()
-            .map(|c| (c.lane != 0, c.priority, c.next_run_at, c.id))
-            .collect();
-        order.sort_unstable();
-        let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
-        let ids =
-            |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
-        let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
-        if chosen.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let chosen_json = serde_json::to_string(&chosen).expect("ids serialize");
-        let updated = sqlx::query(self.sql(
-            "UPDATE triggers SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, \
-                 fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
-             WHERE id IN (SELECT value FROM json_each(?4))",
-        ))
-        .bind(owner)
-        .bind(now)
-        .bind(lease_ms)
-        .bind(&chosen_json)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        // A lapsed lease leaves its attempt open: close it (taken over now).
-        // Only those can have one — an attempt ends in the same transaction
-        // that moves its trigger out of `running` — so most claims skip
-        // this statement.
-        if chosen.iter().any(|id| candidates[id].lane == LAPSED) {
-            sqlx::query(self.sql(
-                "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
-                     error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-                 WHERE ended_at IS NULL AND trigger_id IN (SELECT value FROM json_each(?2))",
-            ))
-            .bind(now)
-            .bind(&chosen_json)
-            .execute(&mut *tx)
-            .await?;
-        }
-        // The attempts get explicit ids, the next ones after the last handed
-        // out, in trigger id order: so they are known without reading them
-        // back (sqlx's `Any` driver does not report the last insert id). The
-        // write lock is held since the candidates were read; were an id taken
-        // after all, the insert would fail on the key, not misnumber.
-        let inserted = sqlx::query(self.sql(
-            "INSERT INTO attempts (id, trigger_id, attempt_no, runner_id, fencing_token, \
-                 started_at, lease_until) \
-             SELECT ?3 + row_number() OVER (ORDER BY id), id, attempts, ?1, fencing_token, \
-                 updated_at, lease_until FROM triggers \
-             WHERE id IN (SELECT value FROM json_each(?2))",
-        ))
-        .bind(owner)
-        .bind(&chosen_json)
-        .bind(last_attempt_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let n = chosen.len() as u64;
-        if updated != n || inserted != n {
-            return Err(StoreError::Database(sqlx::Error::Protocol(format!(
-                "claim of {n} triggers updated {updated} and inserted {inserted} attempts"
-            ))));
-        }
-        tx.commit().await?;
-        let mut by_id = chosen.clone();
-        by_id.sort_unstable();
-        let attempt_ids: HashMap<i64, i64> = by_id.into_iter().zip(last_attempt_id + 1..).collect();
-        let lease_until = now + lease_ms;
-        Ok(chosen
-            .iter()
-            .map(|id| {
-                let c = candidates.remove(id).expect("chosen from the candidates");
-                Claim {
-                    trigger_id: c.id,
-                    attempt_id: attempt_ids[id],
-                    attempt_no: c.attempts + 1,
-                    fencing_token: c.fencing_token + 1,
-                    lease_until,
-                    job_id: c.job_id,
-                    tenant: c.tenant,
-                    plan_version: c.plan_version,
-                    plan_key: c.plan_key,
-                    scheduled_at: c.scheduled_at,
-                    params: c.params,
-                    resource_group: c.resource_group,
-                    origin: c.origin,
-                    started_at: now,
-                    first_started_at: c.first_started_at.unwrap_or(now),
-                }
-            })
-            .collect())
+        let owner = owner.to_string();
+        self.sqlite_write(move |tx| claim_in(tx, &owner, lease_ms, limit, share, now))
+            .await
     }
 
     /// PostgreSQL's claim: one `UPDATE ... RETURNING` per lane, candidates
@@ -475,9 +359,117 @@ impl Store {
     }
 }
 
-/// Decode a JSON result column the store itself built.
-fn decode_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
-    serde_json::from_str(text).map_err(|e| StoreError::Database(sqlx::Error::Decode(e.into())))
+/// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
+/// write lock is held from the first read, so nothing moves between
+/// choosing the batch and claiming it.
+fn claim_in(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &str,
+    lease_ms: i64,
+    limit: i64,
+    share: i64,
+    now: Option<i64>,
+) -> StoreResult<Vec<Claim>> {
+    let now: i64 = match now {
+        Some(now) => now,
+        None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
+    };
+    // Each lane is an ordered walk of an index that stops after the batch:
+    // `triggers_claim` (state, priority, next_run_at, id) for due retries
+    // and pending rows, `triggers_lease` (lease_until, running rows only)
+    // for lapsed leases — so the cost follows the batch, not the backlog or
+    // the number of running triggers. The walks read only index columns;
+    // the rows are read once, for what the claim needs.
+    let mut scan = tx.prepare_cached(
+        "SELECT c.id, c.lane, c.priority, c.next_run_at, t.attempts, t.fencing_token, t.job_id, \
+             t.tenant, t.plan_version, t.plan_key, t.scheduled_at, t.params, t.resource_group, \
+             t.origin, CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
+                 WHERE f.trigger_id = t.id) END \
+         FROM (\
+             SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
+                 WHERE state = 'retry_wait' AND next_run_at <= ?1 \
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
+             UNION ALL \
+             SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
+                 WHERE state = 'pending' AND next_run_at <= ?1 \
+                 ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
+             UNION ALL \
+             SELECT * FROM (SELECT id, 2 AS lane, priority, next_run_at FROM triggers \
+                 WHERE state = 'running' AND lease_until < ?1 \
+                 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
+         JOIN triggers t ON t.id = c.id",
+    )?;
+    let mut candidates: HashMap<i64, Candidate> = scan
+        .query_map(rusqlite::params![now, limit], Candidate::from_row)?
+        .map(|c| c.map(|c| (c.id, c)))
+        .collect::<rusqlite::Result<_>>()?;
+    // Claim order within each lane: (priority, next_run_at, id).
+    let mut order: Vec<(bool, i64, i64, i64)> = candidates
+        .values()
+        .map(|c| (c.lane != 0, c.priority, c.next_run_at, c.id))
+        .collect();
+    order.sort_unstable();
+    let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
+    let ids = |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
+    let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
+    let mut claim = tx.prepare_cached(
+        "UPDATE triggers SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, \
+             fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
+         WHERE id = ?4",
+    )?;
+    // A lapsed lease leaves its attempt open: close it (taken over now).
+    // Only those can have one — an attempt ends in the same transaction
+    // that moves its trigger out of `running`.
+    let mut close_lapsed = tx.prepare_cached(
+        "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
+             error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+         WHERE ended_at IS NULL AND trigger_id = ?2",
+    )?;
+    let mut open_attempt = tx.prepare_cached(
+        "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
+             lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let lease_until = now + lease_ms;
+    let mut claims = Vec::with_capacity(chosen.len());
+    for id in chosen {
+        let c = candidates.remove(&id).expect("chosen from the candidates");
+        let updated = claim.execute(rusqlite::params![owner, now, lease_ms, id])?;
+        if updated != 1 {
+            return Err(StoreError::Conflict(format!(
+                "claim of trigger {id} updated {updated} rows"
+            )));
+        }
+        if c.lane == LAPSED {
+            close_lapsed.execute(rusqlite::params![now, id])?;
+        }
+        let (attempt_no, fencing_token) = (c.attempts + 1, c.fencing_token + 1);
+        open_attempt.execute(rusqlite::params![
+            id,
+            attempt_no,
+            owner,
+            fencing_token,
+            now,
+            lease_until
+        ])?;
+        claims.push(Claim {
+            trigger_id: id,
+            attempt_id: tx.last_insert_rowid(),
+            attempt_no,
+            fencing_token,
+            lease_until,
+            job_id: c.job_id,
+            tenant: c.tenant,
+            plan_version: c.plan_version,
+            plan_key: c.plan_key,
+            scheduled_at: c.scheduled_at,
+            params: c.params,
+            resource_group: c.resource_group,
+            origin: c.origin,
+            started_at: now,
+            first_started_at: c.first_started_at.unwrap_or(now),
+        });
+    }
+    Ok(claims)
 }
 
 #[cfg(test)]

@@ -759,18 +759,12 @@ impl Store {
     }
 
     /// Commit several attempts' ends in one transaction (group commit: one
-    /// durable write for the batch instead of one per attempt), in two
-    /// set-based statements whatever the batch size: every trigger
-    /// transition is fenced by its own token and state inside the one
-    /// `UPDATE triggers ... FROM (VALUES ...)`, which returns the triggers it
-    /// moved; then one `UPDATE attempts ... FROM (VALUES ...)` closes their
-    /// attempts. A stale one is left out of the batch — its attempt is
+    /// durable write for the batch instead of one per attempt). Every
+    /// trigger transition is fenced by its own token and state inside the
+    /// statement that makes it, and only the attempts of triggers that moved
+    /// are closed. A stale one is left out of the batch — its attempt is
     /// abandoned and it comes back as [`StoreError::LeaseLost`] — and the
     /// rest commit. The outer error is the database's (nothing committed).
-    ///
-    /// Batches are padded with all-NULL rows (which match nothing) to the
-    /// next power of two, so each statement has a handful of distinct texts
-    /// and stays in the prepared-statement cache.
     pub async fn attempt_finish_batch(
         &self,
         ends: &[(LeaseRef, AttemptEnd)],
@@ -778,23 +772,42 @@ impl Store {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
-        // Most batches commit whole: then the row count says so and no row
-        // needs to come back (each returned row is a message through sqlx's
-        // SQLite driver). When some end was stale the transaction is redone
-        // with `RETURNING id`, to learn exactly which ones moved.
-        let mut exact = false;
-        let (mut tx, moved, turn) = loop {
-            let (mut tx, turn) = self.begin_write().await?;
-            match self.finish_transitions(&mut tx, ends, exact).await? {
-                Some(moved) => break (tx, moved, turn),
-                None => {
-                    tx.rollback().await?;
-                    exact = true;
-                }
+        let moved = match self.dialect {
+            Dialect::Sqlite => {
+                let owned = ends.to_vec();
+                self.sqlite_write(move |tx| finish_in(tx, &owned)).await?
             }
+            Dialect::Postgres => self.finish_postgres(ends).await?,
         };
-        let (committed, stale): (Vec<usize>, Vec<usize>) =
-            (0..ends.len()).partition(|&i| moved.contains(&ends[i].0.trigger_id));
+        // Stale ends are closed and counted outside the write turn.
+        let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
+        for (i, (lease, end)) in ends.iter().enumerate() {
+            if !moved.contains(&lease.trigger_id) {
+                self.attempt_abandon(lease, end, "result refused: stale fencing token")
+                    .await?;
+                results[i] = Err(self.lease_lost(lease, "result commit").await);
+            }
+        }
+        Ok(results)
+    }
+
+    /// PostgreSQL's group commit, in two set-based statements whatever the
+    /// batch size: `UPDATE triggers ... FROM (VALUES ...)` makes the fenced
+    /// transitions and returns the triggers that moved; `UPDATE attempts
+    /// ... FROM (VALUES ...)` closes their attempts. Batches are padded with
+    /// all-NULL rows (which match nothing) to the next power of two, so each
+    /// statement has a handful of distinct texts and stays in the
+    /// prepared-statement cache.
+    async fn finish_postgres(
+        &self,
+        ends: &[(LeaseRef, AttemptEnd)],
+    ) -> StoreResult<std::collections::HashSet<i64>> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        let moved = self.finish_transitions(&mut tx, ends).await?;
+        let committed: Vec<&(LeaseRef, AttemptEnd)> = ends
+            .iter()
+            .filter(|(lease, _)| moved.contains(&lease.trigger_id))
+            .collect();
         if !committed.is_empty() {
             let rows = committed.len().next_power_of_two();
             // column1 attempt id, column2 token, column3 outcome, column4
@@ -813,8 +826,7 @@ impl Store {
                 ") AS v WHERE attempts.id = v.column1 AND attempts.fencing_token = v.column2",
             );
             let mut q = sqlx::query(sqlx::AssertSqlSafe(close));
-            for &i in &committed {
-                let (lease, end) = &ends[i];
+            for (lease, end) in &committed {
                 q = q
                     .bind(lease.attempt_id)
                     .bind(lease.fencing_token)
@@ -841,27 +853,16 @@ impl Store {
             q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        // Stale ends are closed and counted outside the turn.
-        drop(turn);
-        let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
-        for i in stale {
-            let (lease, end) = &ends[i];
-            self.attempt_abandon(lease, end, "result refused: stale fencing token")
-                .await?;
-            results[i] = Err(self.lease_lost(lease, "result commit").await);
-        }
-        Ok(results)
+        Ok(moved)
     }
 
-    /// The fenced trigger transitions of [`Store::attempt_finish_batch`], in
-    /// one set-based statement: the ids that moved, or — unless `exact` —
-    /// `None` when not all of them did.
+    /// The fenced trigger transitions of [`Store::finish_postgres`], in one
+    /// set-based statement: the ids that moved.
     async fn finish_transitions(
         &self,
         tx: &mut Tx,
         ends: &[(LeaseRef, AttemptEnd)],
-        exact: bool,
-    ) -> StoreResult<Option<std::collections::HashSet<i64>>> {
+    ) -> StoreResult<std::collections::HashSet<i64>> {
         let rows = ends.len().next_power_of_two();
         // column1 trigger id, column2 token, column3 state, column4 result,
         // column5 error class, column6 error message, column7 retry after,
@@ -881,20 +882,11 @@ impl Store {
             ),
             "(?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
-            if exact {
-                ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
-                   AND triggers.state = 'running' RETURNING id"
-            } else {
-                ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
-                   AND triggers.state = 'running'"
-            },
+            ") AS v WHERE triggers.id = v.column1 AND triggers.fencing_token = v.column2 \
+               AND triggers.state = 'running' RETURNING id",
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(transitions));
+        let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(transitions));
         for (lease, end) in ends {
-            let terminal = matches!(
-                end.trigger_state,
-                "succeeded" | "failed" | "cancelled" | "skipped"
-            );
             q = q
                 .bind(lease.trigger_id)
                 .bind(lease.fencing_token)
@@ -903,7 +895,7 @@ impl Store {
                 .bind(&end.error_class)
                 .bind(&end.error_message)
                 .bind(end.retry_after_ms)
-                .bind(terminal as i64);
+                .bind(is_terminal(end.trigger_state) as i64);
         }
         for _ in ends.len()..rows {
             q = q
@@ -916,17 +908,67 @@ impl Store {
                 .bind(None::<i64>)
                 .bind(None::<i64>);
         }
-        if exact {
-            use sqlx::Row;
-            let moved = q.fetch_all(&mut **tx).await?;
-            return Ok(Some(
-                moved
-                    .iter()
-                    .map(|row| row.try_get::<i64, _>(0))
-                    .collect::<Result<_, _>>()?,
-            ));
-        }
-        let moved = q.execute(&mut **tx).await?.rows_affected();
-        Ok((moved == ends.len() as u64).then(|| ends.iter().map(|(l, _)| l.trigger_id).collect()))
+        Ok(q.fetch_all(&mut **tx).await?.into_iter().collect())
     }
+}
+
+/// Whether a trigger in `state` is done for good (it gets `finished_at`).
+fn is_terminal(state: &str) -> bool {
+    matches!(state, "succeeded" | "failed" | "cancelled" | "skipped")
+}
+
+/// SQLite's group commit, inside the writer's transaction: per end, one
+/// prepared statement makes the fenced transition — its row count says
+/// whether the token and state still held — and, if it moved, one closes
+/// its attempt. In-thread calls on cached statements, so the batch costs
+/// SQLite's work and one hand-off (see [`super::sqlite_writer`]).
+fn finish_in(
+    tx: &rusqlite::Transaction<'_>,
+    ends: &[(LeaseRef, AttemptEnd)],
+) -> StoreResult<std::collections::HashSet<i64>> {
+    // One clock for the batch: the commit's.
+    let now: i64 = tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?;
+    let mut transition = tx.prepare_cached(
+        "UPDATE triggers SET state = ?3, result = ?4, error_class = ?5, error_message = ?6, \
+             next_run_at = CASE WHEN ?7 IS NULL THEN next_run_at ELSE ?9 + ?7 END, \
+             lease_owner = NULL, lease_until = NULL, \
+             finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
+         WHERE id = ?1 AND fencing_token = ?2 AND state = 'running'",
+    )?;
+    let mut close = tx.prepare_cached(
+        "UPDATE attempts SET outcome = ?3, ended_at = ?4, error_class = ?5, error_message = ?6, \
+             fuel_used = ?7, peak_memory_bytes = ?8, wall_ms = ?9, log = ?10 \
+         WHERE id = ?1 AND fencing_token = ?2",
+    )?;
+    let mut moved = std::collections::HashSet::with_capacity(ends.len());
+    for (lease, end) in ends {
+        let changed = transition.execute(rusqlite::params![
+            lease.trigger_id,
+            lease.fencing_token,
+            end.trigger_state,
+            end.result,
+            end.error_class,
+            end.error_message,
+            end.retry_after_ms,
+            is_terminal(end.trigger_state) as i64,
+            now,
+        ])?;
+        if changed == 0 {
+            continue;
+        }
+        close.execute(rusqlite::params![
+            lease.attempt_id,
+            lease.fencing_token,
+            end.attempt_outcome,
+            now,
+            end.error_class,
+            end.error_message,
+            end.fuel_used,
+            end.peak_memory_bytes,
+            end.wall_ms,
+            end.log,
+        ])?;
+        moved.insert(lease.trigger_id);
+    }
+    Ok(moved)
 }
