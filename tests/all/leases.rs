@@ -224,10 +224,13 @@ async fn leased_by(host: &TestHost, trigger_id: i64, owner: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
+    // Long enough that a renewal is not missed on a loaded CI machine
+    // (400 ms was once), short enough that the ~7 s job outlasts several.
+    const LEASE: Duration = Duration::from_millis(1500);
     let host = TestHost::new().await;
     slow_job(&host).await;
     let t = host.trigger("slow", json!({})).await;
-    let runner = host.runner("A", Duration::from_millis(400));
+    let runner = host.runner("A", LEASE);
     let run = tokio::spawn({
         let runner = runner.clone();
         async move { runner.run_until_idle().await.unwrap() }
@@ -238,7 +241,7 @@ async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
     while !run.is_finished() {
         rival_claims += host
             .store
-            .trigger_claim_batch("B", 400, 1, None)
+            .trigger_claim_batch("B", LEASE.as_millis() as i64, 1, None)
             .await
             .unwrap()
             .len();
@@ -251,7 +254,7 @@ async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
         "the lease was renewed, so no rival could claim"
     );
     assert!(
-        elapsed > Duration::from_millis(800),
+        elapsed > 2 * LEASE,
         "the job must outlast two leases to prove anything ({elapsed:?})"
     );
     assert_eq!(summaries.len(), 1);
