@@ -12,11 +12,13 @@
 
 use paddock::Store;
 use paddock::effects::{Caller, EffectGateway};
+use paddock::model::RetryPolicy;
 use paddock::registry::Registry;
-use paddock::registry::manifest::RetryPolicy;
 use paddock::sandbox::wit::effects::{Outcome, Request};
 use paddock::sandbox::{Sandbox, SandboxConfig};
-use paddock::store::{ConnectorRecord, EffectOutcome, NewEffect, NewTrigger};
+use paddock::store::{
+    ConnectorRecord, ControlStore, EffectOutcome, EffectStore, NewEffect, NewTrigger, RunnerStore,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

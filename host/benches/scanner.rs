@@ -9,6 +9,7 @@
 
 use paddock::schedule::scanner::{Scanner, ScannerConfig};
 use paddock::schedule::{Schedule, ScheduleSpec, TriggerSpec, shard_of};
+use paddock::store::prelude::*;
 use paddock::store::{ScheduledTrigger, Store};
 use std::time::{Duration, Instant};
 
@@ -91,8 +92,8 @@ async fn main() {
     let ticks = 10;
     let (mut floor_fires, floor_wall) = (0usize, Instant::now());
     for k in 0..ticks {
-        let from = paddock::time::from_millis(start + k * 10_000);
-        let to = paddock::time::from_millis(start + (k + 1) * 10_000);
+        let from = paddock::model::time::from_millis(start + k * 10_000);
+        let to = paddock::model::time::from_millis(start + (k + 1) * 10_000);
         floor_fires += compiled
             .iter()
             .map(|s| s.occurrences(from, to).count())
@@ -158,6 +159,12 @@ async fn main() {
     // Batched insert throughput.
     let batch = 1_000;
     let total = 50_000;
+    // The inserts are fenced by a shard lease, as the scanner's are.
+    let lease = store
+        .shard_lease(0, "bench-insert", 3_600_000, None)
+        .await
+        .unwrap()
+        .expect("shard 0 is free after the ticks above released it");
     let t0 = Instant::now();
     for b in 0..total / batch {
         let rows: Vec<ScheduledTrigger> = (0..batch)
@@ -168,10 +175,15 @@ async fn main() {
                 resource_group: "default".into(),
                 priority: 0,
                 scheduled_at: 1_900_000_000_000 + (b * batch + i) as i64 * 1000,
-                state: "pending",
+                state: paddock::model::TriggerState::Pending,
             })
             .collect();
-        store.scheduled_insert(&rows, &[]).await.unwrap();
+        let scan = paddock::store::ScanCommit {
+            triggers: rows,
+            skipped: vec![],
+            watermark: 0,
+        };
+        store.scan_commit(&lease, &scan).await.unwrap();
     }
     let secs = t0.elapsed().as_secs_f64();
     println!(

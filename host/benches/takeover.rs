@@ -28,9 +28,10 @@
 
 mod common;
 use common::{env_or, guest, with_database};
+use paddock::model::ResourceGroup;
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
-use paddock::store::{NewTrigger, ResourceGroup, Store};
+use paddock::store::{ControlStore, NewTrigger, Store};
 use sqlx::Connection;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -41,9 +41,11 @@
 mod common;
 use common::{env_or, guest, with_database};
 use paddock::lease::{Runner, RunnerConfig};
+use paddock::model::AttemptEnd;
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
-use paddock::store::{AttemptEnd, Dialect, Store, dialect::SQLITE_NOW};
+use paddock::store::prelude::*;
+use paddock::store::{Dialect, Store, dialect::SQLITE_NOW};
 use sqlx::Connection;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -409,18 +411,7 @@ async fn store_calls(
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
     let after = insert_triggers(&store, run, n).await;
-    let end = AttemptEnd {
-        trigger_state: "succeeded",
-        retry_after_ms: None,
-        result: None,
-        error_class: None,
-        error_message: None,
-        attempt_outcome: "succeeded",
-        fuel_used: 0,
-        peak_memory_bytes: 0,
-        wall_ms: 0,
-        log: String::new(),
-    };
+    let end = AttemptEnd::not_run();
     let (mut claim_times, mut finish_total) = (Vec::new(), Duration::ZERO);
     let t = Instant::now();
     loop {

@@ -10,10 +10,11 @@ mod schedule;
 
 use crate::effects::EffectGateway;
 use crate::lease::{Heartbeats, Runner, RunnerConfig};
+use crate::model::ResourceGroup;
 use crate::registry::Registry;
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
-use crate::store::{NewTrigger, ResourceGroup, Store};
+use crate::store::{ControlStore, NewTrigger, ReadStore, Store};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -228,7 +229,7 @@ pub fn parse_bytes(text: &str) -> anyhow::Result<i64> {
 }
 
 fn duration_arg(text: &str) -> anyhow::Result<Duration> {
-    crate::time::parse_duration(text).map_err(anyhow::Error::msg)
+    crate::model::time::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
 /// Entry point of the binary.
@@ -333,10 +334,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Job(JobCmd::Apply { file }) => {
             let (job, outcome) = host.registry.job_apply_file(&file, actor).await?;
             match outcome {
-                crate::store::ApplyOutcome::Created { version, digest } => {
+                crate::model::ApplyOutcome::Created { version, digest } => {
                     println!("job {job}: created version {version} (plan digest {digest})")
                 }
-                crate::store::ApplyOutcome::Unchanged { version, digest } => println!(
+                crate::model::ApplyOutcome::Unchanged { version, digest } => println!(
                     "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
                 ),
             }
@@ -434,7 +435,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve(&host, &cli.database_url, args).await?,
         Command::Audit(AuditCmd::Verify) => {
             let entries = host.store.audit_list().await?;
-            match crate::audit::verify_chain(&entries) {
+            match crate::model::audit::verify_chain(&entries) {
                 Ok(n) => println!("audit log intact: {n} entries, chain verified"),
                 Err(e) => {
                     println!("audit log BROKEN: {e}");
@@ -447,7 +448,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!(
                     "{:>5} {} {:<10} {:<20} {:<40} {}",
                     e.seq,
-                    crate::time::rfc3339(crate::time::from_millis(e.at)),
+                    crate::model::time::rfc3339(crate::model::time::from_millis(e.at)),
                     e.actor,
                     e.action,
                     e.subject,
@@ -506,7 +507,7 @@ async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Resu
         .context("opening the heartbeat pool")?;
     let effects = EffectGateway::new(host.store.clone());
     let runner = Runner::with_parts(
-        host.store.clone(),
+        Arc::new(host.store.clone()),
         host.sandbox.clone(),
         config,
         effects,

@@ -22,7 +22,7 @@ pub mod group_commit;
 pub mod guest_runtime;
 pub mod heartbeat;
 pub mod runner;
-pub mod transitions;
+mod services;
 
 pub use drain::{DrainReport, Unfinished};
 pub use heartbeat::Heartbeats;

@@ -4,6 +4,10 @@
 //!
 //! # Layout
 //!
+//! - [`model`]: the domain — the trigger state machine, how an attempt
+//!   ends, retry budgets, fencing tokens and leases, plan specs and keys,
+//!   capability manifests, the audit chain. Pure; every plane imports it and
+//!   it imports none.
 //! - [`registry`]: components (content-addressed, with capability manifests),
 //!   jobs and immutable plan versions, resource groups — the admin plane.
 //! - [`schedule`]: what should run and when — cron in time zones, DST,
@@ -15,7 +19,6 @@
 //!   the host side of the WIT interfaces, trap classification.
 //! - [`effects`]: the side-effect gateway guests call through (the host side
 //!   of `paddock:job/effects`).
-//! - [`audit`]: the hash-chained, append-only audit log.
 //! - [`store`]: the database — the single source of truth — and its
 //!   migrations. All instants come from the database clock.
 //! - [`cli`]: the `paddock` command line and the embedded demo.
@@ -23,14 +26,13 @@
 //! The database decides every identity; memory only makes things faster.
 #![forbid(unsafe_code)]
 
-pub mod audit;
 pub mod cli;
 pub mod effects;
 pub mod lease;
+pub mod model;
 pub mod registry;
 pub mod sandbox;
 pub mod schedule;
 pub mod store;
-pub mod time;
 
 pub use store::Store;

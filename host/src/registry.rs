@@ -10,12 +10,14 @@
 //! - plan versions are immutable; see [`manifest`] for what re-applying
 //!   means. Every registration and every refusal is in the audit log.
 
-pub mod capability;
 pub mod manifest;
 
+use crate::model::capability::{self, CapabilityManifest};
+use crate::model::plan::sha256_hex;
+use crate::model::{ApplyOutcome, ResourceGroup};
 use crate::sandbox::{Sandbox, SandboxError};
-use crate::store::{ApplyOutcome, ResourceGroup, Store, StoreError};
-use capability::CapabilityManifest;
+use crate::schedule::{Kind, ScheduleSpec};
+use crate::store::{ControlStore, Store, StoreError};
 use manifest::{JobManifest, ManifestError};
 use std::path::Path;
 use std::sync::Arc;
@@ -53,18 +55,21 @@ pub struct Pushed {
 /// components).
 #[derive(Clone)]
 pub struct Registry {
-    store: Store,
+    store: Arc<dyn ControlStore>,
     sandbox: Arc<Sandbox>,
 }
 
 impl Registry {
     pub fn new(store: Store, sandbox: Arc<Sandbox>) -> Self {
-        Self { store, sandbox }
+        Self {
+            store: Arc::new(store),
+            sandbox,
+        }
     }
 
     /// Check and store a component. Nothing is stored if any check fails.
     pub async fn component_push(&self, bytes: &[u8], actor: &str) -> Result<Pushed, RegistryError> {
-        let digest = manifest::sha256_hex(bytes);
+        let digest = sha256_hex(bytes);
         if let Some(existing) = self.store.component_get(&digest).await? {
             // Same bytes, same verdict: still record the idempotent hit.
             self.store
@@ -174,9 +179,18 @@ impl Registry {
             return Err(error.into());
         }
         let spec = manifest.to_spec(&digest)?;
+        let schedule = ScheduleSpec::of_plan(&spec).map_err(StoreError::Conflict)?;
+        let schedule_json =
+            (schedule.trigger.kind() != Kind::Manual).then(|| schedule.canonical_json());
         let outcome = self
             .store
-            .plan_apply(&manifest.id, &spec, manifest.version, actor)
+            .plan_apply(
+                &manifest.id,
+                &spec,
+                schedule_json.as_deref(),
+                manifest.version,
+                actor,
+            )
             .await?;
         Ok((manifest.id, outcome))
     }
@@ -202,39 +216,5 @@ impl Registry {
         }
         self.store.group_put(&group, actor).await?;
         Ok(())
-    }
-}
-
-/// A trigger's identity: `job@scheduled_at(UTC)@vN[#partition]` (see
-/// [`crate::schedule::plan_key`]); instants are in ms, as stored.
-pub fn plan_key(
-    job_id: &str,
-    scheduled_at_ms: i64,
-    version: u32,
-    partition: Option<&str>,
-) -> String {
-    crate::schedule::plan_key(
-        job_id,
-        crate::time::from_millis(scheduled_at_ms),
-        version,
-        partition,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plan_keys_name_job_instant_version_and_partition() {
-        let at = 1_805_007_600_000; // 2027-03-14T07:00:00Z
-        assert_eq!(
-            plan_key("report", at, 3, None),
-            "report@2027-03-14T07:00:00Z@v3"
-        );
-        assert_eq!(
-            plan_key("report", at, 3, Some("eu")),
-            "report@2027-03-14T07:00:00Z@v3#eu"
-        );
     }
 }

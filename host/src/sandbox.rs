@@ -16,16 +16,17 @@
 //! The sandbox does no database I/O itself.
 
 mod bindings;
+mod capabilities;
 mod limits;
-pub mod report;
+mod report;
 mod services;
 
+pub use crate::model::{RunReport, RunResult, TrapKind};
 pub use bindings::{Job, JobPre, paddock::job as wit};
 pub use limits::{GuestLimits, MemoryLimiter};
-pub use report::{RunReport, RunResult, TrapKind};
 pub use services::{AttemptServices, HostFuture, NoServices, StopReason, StopSignal};
 
-use crate::registry::capability::{self, CapabilityManifest};
+use crate::model::capability::{self, CapabilityManifest};
 use bindings::GuestState;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -172,7 +173,7 @@ impl Sandbox {
         }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| SandboxError::Invalid(format!("{e:#}")))?;
-        let manifest = capability::read_manifest(&self.engine, &component);
+        let manifest = capabilities::read_manifest(&self.engine, &component);
         capability::check_host_provides(&manifest)?;
         // Type-check every import against the host's definitions.
         let pre = self

@@ -24,18 +24,40 @@
 //! whole on one thread. Migrations are in `migrations/sqlite/` and
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
-mod claim_queries;
+mod columns;
+mod control;
 pub mod dialect;
-mod drain_queries;
-mod effect_queries;
+mod effects;
+mod fence;
+#[cfg(test)]
+mod guards;
 mod model;
-mod queries;
-mod schedule_queries;
+mod read;
+mod roles;
+mod runner;
+mod scheduler;
 mod sqlite_writer;
 mod wake;
 
+#[doc(hidden)]
+pub use async_trait::async_trait;
 pub use dialect::Dialect;
 pub use model::*;
+
+/// The role traits, for code that uses the concrete [`Store`] directly (the
+/// CLI, tests, benchmarks): `use paddock::store::prelude::*;`.
+pub mod prelude {
+    pub use super::roles::{
+        ControlStore, Counters, EffectStore, ReadStore, RunnerStore, SchedulerStore,
+    };
+}
+
+pub use roles::{
+    ClaimRequest, ControlStore, Counters, EffectStore, ReadStore, Renewal, RunnerStore, ScanCommit,
+    ScanWritten, SchedulerStore,
+};
+
+use crate::model::{FencingToken, ShardGeneration, TriggerState};
 pub use wake::{WAKE_CHANNEL, WakeListener};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -52,14 +74,29 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrati
 /// caller's (not found, conflict) or the database's.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error(
-        "stale fencing token for trigger {trigger_id}: this attempt holds token {expected}, \
-         the trigger is at {found:?}"
-    )]
+    /// A write under a trigger lease that is no longer current: the
+    /// trigger is gone, at another token, or no longer running.
+    #[error("{}", lease_lost_message(*trigger_id, *expected, *found, *state))]
     LeaseLost {
         trigger_id: i64,
-        expected: i64,
-        found: Option<i64>,
+        /// The token the writer holds.
+        expected: FencingToken,
+        /// The trigger's token now (`None`: no such trigger).
+        found: Option<FencingToken>,
+        /// The trigger's state now.
+        state: Option<TriggerState>,
+    },
+    /// A write under a shard lease that is no longer current: another
+    /// scheduler took the shard over (or it lapsed and was released).
+    #[error(
+        "stale shard generation for shard {shard}: this scheduler holds generation {expected}, \
+         the shard is at {}", found.map_or("no such shard".to_string(), |g| format!("generation {g} (owner {})", owner.as_deref().unwrap_or("none")))
+    )]
+    ShardLost {
+        shard: i64,
+        expected: ShardGeneration,
+        found: Option<ShardGeneration>,
+        owner: Option<String>,
     },
     #[error("{0} not found")]
     NotFound(String),
@@ -76,6 +113,27 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+fn lease_lost_message(
+    trigger_id: i64,
+    expected: FencingToken,
+    found: Option<FencingToken>,
+    state: Option<TriggerState>,
+) -> String {
+    match (found, state) {
+        (None, _) => {
+            format!("trigger {trigger_id} does not exist (the writer holds token {expected})")
+        }
+        (Some(found), Some(state)) if found == expected => format!(
+            "trigger {trigger_id} is {state} at token {found}: a write under token {expected} is refused once the attempt has ended"
+        ),
+        (Some(found), state) => format!(
+            "stale fencing token for trigger {trigger_id}: this attempt holds token {expected}, \
+             the trigger is at token {found}{}",
+            state.map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
+    }
 }
 
 impl StoreError {
@@ -261,6 +319,18 @@ impl Store {
     /// `template` (SQLite spelling) as this database needs it.
     pub fn sql(&self, template: &'static str) -> &'static str {
         self.dialect.sql(template)
+    }
+
+    /// A transaction that will write what it reads (see
+    /// [`Dialect::begin_write`]), and the turn at this process's write gate
+    /// that goes with it (see [`Store::write_turn`]); keep the turn until the
+    /// transaction has ended.
+    pub(crate) async fn begin_write(&self) -> StoreResult<(Tx, WriteTurn)> {
+        let turn = self.write_turn().await;
+        Ok((
+            self.pool.begin_with(self.dialect.begin_write()).await?,
+            turn,
+        ))
     }
 
     /// Wait for this process's turn to write (SQLite; PostgreSQL writers

@@ -2,6 +2,7 @@
 //! stored is lost, nor any partial row left behind.
 
 use crate::{TestHost, guest};
+use paddock::store::prelude::*;
 use std::path::Path;
 
 /// Row counts of every registration table.

@@ -16,6 +16,7 @@ use crate::procs::{Proc, eventually};
 use paddock::effects::EffectGateway;
 use paddock::lease::{Heartbeats, Runner, RunnerConfig};
 use paddock::store::Store;
+use paddock::store::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -410,7 +411,7 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     };
     let heartbeats = Heartbeats::dedicated(&host.url, 2).await.unwrap();
     let runner = Runner::with_parts(
-        host.store.clone(),
+        std::sync::Arc::new(host.store.clone()),
         host.sandbox.clone(),
         config,
         EffectGateway::new(host.store.clone()),
@@ -546,7 +547,7 @@ async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_
     assert_eq!(
         (
             claims[0].trigger_id,
-            claims[0].fencing_token,
+            claims[0].fencing_token.get(),
             claims[0].attempt_no
         ),
         (t.id, 2, 2)

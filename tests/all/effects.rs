@@ -8,6 +8,7 @@ use crate::ledger::{Ledger, connector, effect, put};
 use paddock::effects::EffectGateway;
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::store::NewTrigger;
+use paddock::store::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 

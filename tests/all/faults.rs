@@ -11,6 +11,7 @@
 use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::{PgServer, Proc, eventually};
 use crate::{TestHost, postgres_base_url};
+use paddock::store::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -3,22 +3,18 @@
 
 use crate::TestHost;
 use paddock::lease::group_commit::CommitQueue;
-use paddock::store::{AttemptEnd, StoreError};
+use paddock::model::AttemptEnd;
+use paddock::store::StoreError;
+use paddock::store::prelude::*;
 use serde_json::json;
 use std::sync::Arc;
 
 fn succeeded() -> AttemptEnd {
     AttemptEnd {
-        trigger_state: "succeeded",
-        retry_after_ms: None,
-        result: Some(b"{}".to_vec()),
-        error_class: None,
-        error_message: None,
-        attempt_outcome: "succeeded",
         fuel_used: 1,
         peak_memory_bytes: 1,
         wall_ms: 1,
-        log: String::new(),
+        ..AttemptEnd::succeeded(b"{}".to_vec())
     }
 }
 
@@ -92,7 +88,7 @@ async fn concurrent_finishes_through_the_queue_all_commit_exactly_once() {
         .await
         .unwrap();
     assert_eq!(claims.len(), 60);
-    let queue = Arc::new(CommitQueue::new(host.store.clone(), 100));
+    let queue = Arc::new(CommitQueue::new(Arc::new(host.store.clone()), 100));
     let mut tasks = tokio::task::JoinSet::new();
     for c in claims {
         let queue = queue.clone();

@@ -3,6 +3,7 @@
 //! and the well-behaved ones keep running beside the bad ones.
 
 use crate::TestHost;
+use paddock::store::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 

@@ -3,22 +3,18 @@
 //! token is refused and counted; a lost lease interrupts the guest.
 
 use crate::TestHost;
-use paddock::store::{AttemptEnd, Claim, StoreError};
+use paddock::model::{AttemptEnd, Claim};
+use paddock::store::prelude::*;
+use paddock::store::{ClaimRequest, StoreError};
 use serde_json::json;
 use std::time::Duration;
 
 fn success(result: &str) -> AttemptEnd {
     AttemptEnd {
-        trigger_state: "succeeded",
-        retry_after_ms: None,
-        result: Some(result.as_bytes().to_vec()),
-        error_class: None,
-        error_message: None,
-        attempt_outcome: "succeeded",
         fuel_used: 1,
         peak_memory_bytes: 1,
         wall_ms: 1,
-        log: String::new(),
+        ..AttemptEnd::succeeded(result.as_bytes().to_vec())
     }
 }
 
@@ -60,7 +56,7 @@ async fn claim_skips_trigger_with_live_lease() {
         .unwrap();
     assert_eq!(a.len(), 1);
     assert_eq!(
-        (a[0].trigger_id, a[0].fencing_token, a[0].attempt_no),
+        (a[0].trigger_id, a[0].fencing_token.get(), a[0].attempt_no),
         (t.id, 1, 1)
     );
     let b = host
@@ -92,7 +88,7 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
     // B claims an hour later by the database's reckoning: A's lease expired.
     let now = host.store.now_ms().await.unwrap();
     let b = take_over(&host, "B", 30_000).await;
-    assert_eq!(b.fencing_token, a.fencing_token + 1);
+    assert_eq!(b.fencing_token, a.fencing_token.next());
     assert_eq!(b.attempt_no, 2);
     // The total-time retry budget counts from the first attempt.
     assert_eq!(b.first_started_at, a.started_at);
@@ -108,11 +104,8 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
     assert!(
         matches!(
             err,
-            StoreError::LeaseLost {
-                expected: 1,
-                found: Some(2),
-                ..
-            }
+            StoreError::LeaseLost { expected, found: Some(found), .. }
+                if expected == 1 && found == 2
         ),
         "{err}"
     );
@@ -129,11 +122,8 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
         .unwrap_err();
     assert!(matches!(
         err,
-        StoreError::LeaseLost {
-            expected: 1,
-            found: Some(2),
-            ..
-        }
+        StoreError::LeaseLost { expected, found: Some(found), .. }
+            if expected == 1 && found == 2
     ));
     assert_eq!(
         host.store.counter("stale_token_rejections").await.unwrap(),
@@ -311,7 +301,7 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     );
     let t = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(t.state, "running", "B's attempt owns the trigger now");
-    assert_eq!(t.fencing_token, b[0].fencing_token);
+    assert_eq!(t.fencing_token, b[0].fencing_token.get());
     assert!(t.result.is_none());
     assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
 }
@@ -341,7 +331,13 @@ async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
         let store = host.store.clone();
         async move {
             let claims = store
-                .trigger_claim_batch_shared("A", 30_000, 10, retry_slots, Some(at))
+                .claim(&ClaimRequest {
+                    owner: "A",
+                    lease_ms: 30_000,
+                    limit: 10,
+                    retry_slots,
+                    now: Some(at),
+                })
                 .await
                 .unwrap();
             let retries = claims.iter().filter(|c| c.trigger_id <= 20).count();

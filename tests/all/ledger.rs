@@ -4,6 +4,7 @@
 
 use paddock::Store;
 use paddock::store::ConnectorRecord;
+use paddock::store::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 //! versions are immutable; every refusal is audited.
 
 use crate::{TestHost, guest};
-use paddock::store::ApplyOutcome;
+use paddock::model::ApplyOutcome;
+use paddock::store::prelude::*;
 use std::path::Path;
 
 fn manifest(params: &str) -> String {
@@ -53,7 +54,7 @@ async fn a_job_submitted_six_times_yields_one_version_four_hits_and_one_audited_
         .collect();
     assert_eq!(rejections.len(), 1);
     assert!(rejections[0].detail.contains("version_conflict"));
-    assert_eq!(paddock::audit::verify_chain(&audit), Ok(audit.len()));
+    assert_eq!(paddock::model::audit::verify_chain(&audit), Ok(audit.len()));
 }
 
 #[tokio::test]
@@ -185,5 +186,5 @@ async fn the_audit_log_refuses_updates_and_deletes() {
         .await;
     assert!(delete.is_err());
     let audit = host.store.audit_list().await.unwrap();
-    assert_eq!(paddock::audit::verify_chain(&audit), Ok(1));
+    assert_eq!(paddock::model::audit::verify_chain(&audit), Ok(1));
 }

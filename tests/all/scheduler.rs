@@ -4,9 +4,10 @@
 
 use crate::TestHost;
 use chrono::{DateTime, TimeDelta, Utc};
+use paddock::model::time::to_millis;
 use paddock::schedule::scanner::{Scanner, ScannerConfig};
 use paddock::schedule::{ScheduleSpec, TriggerSpec};
-use paddock::time::to_millis;
+use paddock::store::prelude::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -170,18 +171,21 @@ async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missi
         assert_eq!(shard.owner.as_deref(), Some("B"));
         assert!(shard.generation > a_generation);
     }
-    let stale = paddock::store::ShardLease {
+    let stale = paddock::model::ShardLease {
         shard: 0,
-        generation: shards[0].generation - 1,
+        generation: paddock::model::ShardGeneration::new(shards[0].generation - 1),
+        owner: "A".into(),
         watermark: None,
         now: to_millis(t),
     };
+    let scan = paddock::store::ScanCommit {
+        watermark: to_millis(t + TimeDelta::hours(1)),
+        ..Default::default()
+    };
+    let refused = host.store.scan_commit(&stale, &scan).await.unwrap_err();
     assert!(
-        !host
-            .store
-            .shard_advance(&stale, "A", to_millis(t + TimeDelta::hours(1)), 0, 0)
-            .await
-            .unwrap()
+        matches!(refused, paddock::store::StoreError::ShardLost { .. }),
+        "{refused}"
     );
     assert_eq!(
         host.store
@@ -432,12 +436,21 @@ async fn overlapping(overlap_toml: &str) -> (TestHost, Vec<i64>) {
         resource_group: "slow".into(),
         priority: 0,
         scheduled_at: at,
-        state: "pending",
+        state: paddock::model::TriggerState::Pending,
     };
-    host.store
-        .scheduled_insert(&[make(first), make(first + 10_000)], &[])
+    let shard = paddock::model::shard_of("slow", host.store.shard_count().await.unwrap());
+    let lease = host
+        .store
+        .shard_lease(shard, "test", 60_000, None)
         .await
-        .unwrap();
+        .unwrap()
+        .expect("a free shard");
+    let scan = paddock::store::ScanCommit {
+        triggers: vec![make(first), make(first + 10_000)],
+        skipped: vec![],
+        watermark: 0,
+    };
+    host.store.scan_commit(&lease, &scan).await.unwrap();
     let ids = sqlx::query_scalar(
         host.store
             .sql("SELECT id FROM triggers ORDER BY scheduled_at"),

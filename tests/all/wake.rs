@@ -3,6 +3,7 @@
 
 use crate::TestHost;
 use crate::procs::{Proc, eventually};
+use paddock::store::prelude::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,8 +5,9 @@
 
 use super::{Host, print};
 use crate::lease::{Runner, RunnerConfig};
+use crate::model::ResourceGroup;
 use crate::schedule::scanner::{Scanner, ScannerConfig};
-use crate::store::{NewTrigger, ResourceGroup};
+use crate::store::{ControlStore, NewTrigger, ReadStore};
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
@@ -166,7 +167,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(0);
 
     let entries = host.store.audit_list().await?;
-    let verified = crate::audit::verify_chain(&entries);
+    let verified = crate::model::audit::verify_chain(&entries);
     println!(
         "== audit log: {} entries, chain {}",
         entries.len(),

@@ -4,8 +4,8 @@
 
 use super::{Host, duration_arg};
 use crate::effects::EffectGateway;
-use crate::store::{ConnectorRecord, NewTrigger};
-use crate::time::{from_millis, rfc3339};
+use crate::model::time::{from_millis, rfc3339};
+use crate::store::{ConnectorRecord, ControlStore, NewTrigger, ReadStore};
 use anyhow::bail;
 use clap::Subcommand;
 

@@ -1,8 +1,9 @@
 //! Human-readable output for the CLI.
 
-use crate::registry::capability::CapabilityManifest;
-use crate::store::{ResourceGroup, Store, TriggerRecord};
-use crate::time::{from_millis, rfc3339};
+use crate::model::CapabilityManifest;
+use crate::model::ResourceGroup;
+use crate::model::time::{from_millis, rfc3339};
+use crate::store::{ReadStore, Store, TriggerRecord};
 
 pub fn manifest(m: &CapabilityManifest) {
     println!("imports ({}):", m.imports.len());
@@ -118,7 +119,7 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
             a.attempt_no,
             a.fencing_token,
             a.runner_id,
-            a.outcome.clone().unwrap_or_else(|| "running".into()),
+            a.outcome.as_deref().unwrap_or("running"),
             a.error_class.clone().unwrap_or_default()
         );
         println!(

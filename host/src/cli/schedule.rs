@@ -1,9 +1,9 @@
 //! `paddock schedule preview|diff|shards`: shadow computation of trigger
 //! sets (nothing is written) and the scanner's shard table.
 
-use crate::registry::manifest::PlanSpec;
+use crate::model::PlanSpec;
 use crate::schedule::{Schedule, ScheduleSpec, TriggerSpec};
-use crate::store::Store;
+use crate::store::{ReadStore, Store};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -87,7 +87,7 @@ async fn of_plan(store: &Store, plan: &str) -> anyhow::Result<(Schedule, Tz)> {
     };
     let record = store.plan_get(job, version).await?;
     let spec: PlanSpec = serde_json::from_str(&record.spec)?;
-    let schedule: ScheduleSpec = spec.schedule_spec().map_err(anyhow::Error::msg)?;
+    let schedule = ScheduleSpec::of_plan(&spec).map_err(anyhow::Error::msg)?;
     let zone = match &schedule.trigger {
         TriggerSpec::Cron { timezone, .. } => *timezone,
         _ => Tz::UTC,
@@ -173,7 +173,7 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
             for (job, version, at, reason) in store.skipped_list(job.as_deref(), limit).await? {
                 println!(
                     "{job}@v{version}  {}  {reason}",
-                    crate::time::rfc3339(crate::time::from_millis(at))
+                    crate::model::time::rfc3339(crate::model::time::from_millis(at))
                 );
             }
         }
@@ -190,7 +190,7 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
                     s.owner.unwrap_or_default(),
                     s.generation,
                     s.watermark
-                        .map(|w| crate::time::rfc3339(crate::time::from_millis(w)))
+                        .map(|w| crate::model::time::rfc3339(crate::model::time::from_millis(w)))
                         .unwrap_or_default(),
                     s.triggers_created,
                     s.triggers_existing

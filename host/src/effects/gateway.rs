@@ -4,12 +4,12 @@
 use super::breaker::{Admit, Breaker, BreakerConfig, BreakerState, RateLimit};
 use super::classify::{self, Answer, Found, Verdict};
 use super::http::HttpConnector;
-use crate::lease::transitions::backoff_ms;
-use crate::registry::manifest::RetryPolicy;
+use crate::model::retry::{RetryPolicy, backoff_ms};
+use crate::model::{LeaseRef, StopReason};
+use crate::sandbox::StopSignal;
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
-use crate::sandbox::{StopReason, StopSignal};
 use crate::store::{
-    ConnectorRecord, EffectOutcome, EffectRecord, LeaseRef, NewEffect, NewException, Store,
+    ConnectorRecord, EffectOutcome, EffectRecord, EffectStore, NewEffect, NewException, Store,
     StoreError,
 };
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ pub struct RecoveryReport {
 
 /// The side-effect gateway. One per process; cheap to share.
 pub struct EffectGateway {
-    store: Store,
+    store: Arc<dyn EffectStore>,
     http: HttpConnector,
     config: GatewayConfig,
     live: Mutex<HashMap<String, Arc<Live>>>,
@@ -142,6 +142,11 @@ impl EffectGateway {
     }
 
     pub fn with_config(store: Store, config: GatewayConfig) -> Arc<Self> {
+        Self::with_store(Arc::new(store), config)
+    }
+
+    /// A gateway over any [`EffectStore`] (tests wrap one to inject faults).
+    pub fn with_store(store: Arc<dyn EffectStore>, config: GatewayConfig) -> Arc<Self> {
         Arc::new(Self {
             store,
             http: HttpConnector::new(),
@@ -225,7 +230,7 @@ impl EffectGateway {
     }
 
     async fn count(&self, name: &str) {
-        if let Err(e) = self.store.counter_incr(name).await {
+        if let Err(e) = self.store.counter_add(name, 1).await {
             tracing::warn!(counter = name, error = %e, "counter not written");
         }
     }
@@ -675,7 +680,7 @@ impl EffectGateway {
                         &live.record,
                         &request.action,
                         key,
-                        caller.lease.fencing_token,
+                        caller.lease.fencing_token.get(),
                         &request_id,
                         &request.payload,
                     )
@@ -753,7 +758,7 @@ impl EffectGateway {
                     if let Some(stop) = caller.stop {
                         stop.request(StopReason::LeaseLost);
                     }
-                    tracing::warn!(trigger_id = caller.lease.trigger_id, token = caller.lease.fencing_token, %why, "downstream refused the fencing token");
+                    tracing::warn!(trigger_id = caller.lease.trigger_id, token = %caller.lease.fencing_token, %why, "downstream refused the fencing token");
                     // Record the refusal; under a stale token this write is
                     // itself refused (and counted) by the store.
                     let _ = self

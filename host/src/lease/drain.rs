@@ -1,5 +1,6 @@
-//! Draining a runner at shutdown: which attempts park instead of
-//! committing, and the list of what was left unfinished.
+//! Draining a runner at shutdown, and the list of what was left
+//! unfinished. Which attempts are released instead of committed is decided
+//! with every other attempt end, in [`crate::model::attempt::decide_end`].
 //!
 //! The sequence (driven by [`super::Runner::run_and_drain`]): stop claiming;
 //! let attempts in flight finish within `drain_timeout`; then ask each to
@@ -15,27 +16,10 @@
 //! before resending): its intent was written, fenced, before the send.
 
 use super::runner::AttemptSummary;
-use crate::sandbox::{RunResult, StopReason, TrapKind};
-use crate::store::Store;
+use crate::model::TriggerState;
+use crate::store::RunnerStore;
 use std::fmt;
 use std::time::Duration;
-
-/// Whether an attempt that ended with `result` while `reason` was set
-/// parks (is released from its checkpoint) rather than commits. Only a
-/// drain parks, and only an ending that is not the guest's own verdict: a
-/// transient or unknown job error (the answer to `pause-requested`) or the
-/// drain's interrupt. Output, permanent and invalid-input errors and limit
-/// traps commit as usual.
-pub fn parks(reason: Option<StopReason>, result: &RunResult) -> bool {
-    if !matches!(reason, Some(StopReason::Pause | StopReason::Shutdown)) {
-        return false;
-    }
-    match result {
-        RunResult::Output(_) => false,
-        RunResult::JobFailed { .. } => super::transitions::gave_up_for_now(result),
-        RunResult::Trapped { kind, .. } => matches!(kind, TrapKind::Drained),
-    }
-}
 
 /// One trigger an attempt of this runner held at shutdown that is not
 /// finished.
@@ -100,12 +84,10 @@ impl DrainReport {
     }
 }
 
-const FINISHED: &[&str] = &["succeeded", "failed", "cancelled", "skipped"];
-
 /// Read back every trigger whose attempt ended during the drain and list
 /// those not finished.
 pub(super) async fn report(
-    store: &Store,
+    store: &dyn RunnerStore,
     ended: Vec<AttemptSummary>,
     took: Duration,
     paused: bool,
@@ -113,7 +95,8 @@ pub(super) async fn report(
 ) -> DrainReport {
     let mut unfinished = Vec::new();
     for summary in &ended {
-        if summary.committed && FINISHED.contains(&summary.outcome.as_str()) {
+        let finished = |state: &str| state.parse().is_ok_and(TriggerState::is_terminal);
+        if summary.committed && finished(&summary.outcome) {
             continue;
         }
         let mut entry = Unfinished {
@@ -127,10 +110,10 @@ pub(super) async fn report(
         };
         match store.trigger_get(summary.trigger_id).await {
             Ok(t) => {
-                if FINISHED.contains(&t.state.as_str()) {
+                if t.state.is_terminal() {
                     continue;
                 }
-                entry.state = t.state;
+                entry.state = t.state.to_string();
                 entry.attempts = t.attempts;
             }
             Err(e) => {
@@ -162,45 +145,6 @@ pub(super) async fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::wit::types::ErrorClass;
-
-    fn failed(class: ErrorClass) -> RunResult {
-        RunResult::JobFailed {
-            class,
-            message: "x".into(),
-        }
-    }
-
-    #[test]
-    fn only_a_drain_parks_and_only_endings_that_are_not_a_verdict() {
-        let pause = Some(StopReason::Pause);
-        assert!(parks(pause, &failed(ErrorClass::Transient)));
-        assert!(parks(pause, &failed(ErrorClass::Unknown)));
-        assert!(!parks(pause, &failed(ErrorClass::Permanent)));
-        assert!(!parks(pause, &failed(ErrorClass::InvalidInput)));
-        assert!(!parks(pause, &RunResult::Output(vec![])));
-        let drained = RunResult::Trapped {
-            kind: TrapKind::Drained,
-            message: "x".into(),
-        };
-        assert!(parks(Some(StopReason::Shutdown), &drained));
-        let fuel = RunResult::Trapped {
-            kind: TrapKind::FuelExhausted,
-            message: "x".into(),
-        };
-        assert!(!parks(Some(StopReason::Shutdown), &fuel));
-        // Not draining: a transient failure is a retry, a lost lease is
-        // abandoned, a cancel commits.
-        assert!(!parks(None, &failed(ErrorClass::Transient)));
-        assert!(!parks(
-            Some(StopReason::LeaseLost),
-            &failed(ErrorClass::Transient)
-        ));
-        assert!(!parks(
-            Some(StopReason::Cancel),
-            &failed(ErrorClass::Transient)
-        ));
-    }
 
     #[test]
     fn the_unfinished_line_names_trigger_job_state_attempts_and_checkpoint() {

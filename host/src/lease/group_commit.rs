@@ -4,9 +4,11 @@
 //! and an idle one pays no added latency (nothing waits for a batch to
 //! fill). Fencing is unchanged: every trigger transition in the batch is
 //! still checked against its own token in its own statement, and a stale
-//! one is refused alone (see [`Store::attempt_finish_batch`]).
+//! one is refused alone (see [`RunnerStore::attempt_finish_batch`]).
 
-use crate::store::{AttemptEnd, LeaseRef, Store, StoreResult};
+use crate::model::{AttemptEnd, LeaseRef};
+use crate::store::{RunnerStore, StoreResult};
+use std::sync::Arc;
 use std::sync::OnceLock;
 use tokio::sync::{mpsc, oneshot};
 
@@ -16,20 +18,20 @@ struct Pending {
     reply: oneshot::Sender<StoreResult<()>>,
 }
 
-/// The queue in front of [`Store::attempt_finish_batch`]. Cheap to share;
+/// The queue in front of [`RunnerStore::attempt_finish_batch`]. Cheap to share;
 /// its task starts on first use, on the caller's runtime — for a runner,
 /// the guest runtime its attempts finish on, so a commit's replies wake
 /// their attempts without a hop between threads (committing from the main
 /// runtime instead measured 5-10% slower on `benches/throughput`) — and
 /// stops when the queue is dropped.
 pub struct CommitQueue {
-    store: Store,
+    store: Arc<dyn RunnerStore>,
     max_batch: usize,
     sender: OnceLock<mpsc::UnboundedSender<Pending>>,
 }
 
 impl CommitQueue {
-    pub fn new(store: Store, max_batch: usize) -> Self {
+    pub fn new(store: Arc<dyn RunnerStore>, max_batch: usize) -> Self {
         Self {
             store,
             max_batch: max_batch.max(1),
@@ -64,7 +66,11 @@ impl CommitQueue {
     }
 }
 
-async fn commit_loop(store: Store, mut rx: mpsc::UnboundedReceiver<Pending>, max_batch: usize) {
+async fn commit_loop(
+    store: Arc<dyn RunnerStore>,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+    max_batch: usize,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while rx.recv_many(&mut batch, max_batch).await > 0 {
         // Let the tasks already runnable on this runtime (attempts about to

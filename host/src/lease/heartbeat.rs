@@ -31,8 +31,9 @@
 //! as `lease_lost` with the reason.
 
 use super::RunnerConfig;
+use crate::model::LeaseRef;
 use crate::sandbox::{StopReason, StopSignal};
-use crate::store::{LeaseRef, Store, StoreError, StoreResult};
+use crate::store::{RunnerStore, Store, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -66,7 +67,7 @@ pub fn runtime() -> Handle {
 #[derive(Clone)]
 pub struct Heartbeats {
     runtime: Handle,
-    store: Store,
+    store: Arc<dyn RunnerStore>,
     table: Arc<Table>,
 }
 
@@ -105,7 +106,7 @@ struct Kept {
 impl Heartbeats {
     /// Heartbeats on the heartbeat runtime, renewing through `store` (the
     /// runner's own pool).
-    pub fn on(store: Store) -> Self {
+    pub fn on(store: Arc<dyn RunnerStore>) -> Self {
         Self {
             runtime: runtime(),
             store,
@@ -125,7 +126,7 @@ impl Heartbeats {
             .map_err(|e| StoreError::Conflict(format!("heartbeat store task failed: {e}")))??;
         Ok(Self {
             runtime: rt,
-            store,
+            store: Arc::new(store),
             table: Table::new(),
         })
     }
@@ -193,7 +194,7 @@ impl Drop for Heartbeat {
 
 /// The keeper: every tick, start a renewal for each lease that is due.
 /// Ends when the runner's [`Heartbeats`] are gone.
-async fn keep(table: Weak<Table>, store: Store, runtime: Handle) {
+async fn keep(table: Weak<Table>, store: Arc<dyn RunnerStore>, runtime: Handle) {
     loop {
         let tick = match table.upgrade() {
             Some(t) => Duration::from_millis(t.tick_ms.load(Ordering::Relaxed).max(1)),
@@ -225,7 +226,7 @@ async fn keep(table: Weak<Table>, store: Store, runtime: Handle) {
 /// One renewal, then its verdict in the table.
 async fn renew(
     table: Weak<Table>,
-    store: Store,
+    store: Arc<dyn RunnerStore>,
     lease: LeaseRef,
     lease_ms: i64,
     every: Duration,
@@ -244,7 +245,8 @@ async fn renew(
     kept.due = Instant::now() + every;
     let trigger_id = lease.trigger_id;
     match renewed {
-        Ok(Ok((_, cancel_requested))) => {
+        Ok(Ok(renewal)) => {
+            let cancel_requested = renewal.cancel_requested;
             kept.missed = 0;
             if cancel_requested {
                 kept.stop.request(StopReason::Cancel);
@@ -256,7 +258,7 @@ async fn renew(
         })) => {
             tracing::warn!(
                 trigger_id,
-                expected,
+                %expected,
                 ?found,
                 "lease lost; interrupting guest"
             );

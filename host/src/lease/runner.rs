@@ -11,19 +11,19 @@
 use super::drain::{self, DrainReport};
 use super::group_commit::CommitQueue;
 use super::heartbeat::Heartbeats;
-use super::transitions;
-use crate::effects::{Caller, EffectGateway, ParkSlot};
-use crate::registry::manifest::PlanSpec;
-use crate::sandbox::wit::context::Invocation;
-use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
-use crate::sandbox::wit::types::Control;
-use crate::sandbox::{
-    AttemptServices, GuestLimits, HostFuture, RunResult, Sandbox, StopReason, StopSignal,
+use crate::effects::{EffectGateway, ParkSlot};
+use crate::model::retry::{Budget, RetryPolicy, budget_attempt_no};
+use crate::model::{
+    AttemptEnd, Claim, EndDecision, EndInputs, FencingToken, LeaseRef, PlanSpec, ReleaseReason,
+    ResourceGroup, RunReport, RunResult, StopReason, decide_end,
 };
-use crate::store::{Claim, LeaseRef, ResourceGroup, Store, StoreError, StoreResult};
+use crate::sandbox::wit::context::Invocation;
+use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
+use crate::schedule::ScheduleSpec;
+use crate::store::{ClaimRequest, RunnerStore, Store, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -89,13 +89,28 @@ fn hostname() -> String {
 pub struct AttemptSummary {
     pub trigger_id: i64,
     pub attempt_id: i64,
-    pub fencing_token: i64,
+    pub fencing_token: FencingToken,
     pub job_id: String,
     /// The trigger's new state, `released` (drained: back to pending from
     /// its last checkpoint), or `lease_lost` if the commit was refused.
     pub outcome: String,
     pub error_class: Option<String>,
     pub committed: bool,
+}
+
+impl AttemptSummary {
+    /// An attempt of `claim` that has not ended yet.
+    fn of(claim: &Claim) -> Self {
+        Self {
+            trigger_id: claim.trigger_id,
+            attempt_id: claim.attempt_id,
+            fencing_token: claim.fencing_token,
+            job_id: claim.job_id.clone(),
+            outcome: String::new(),
+            error_class: None,
+            committed: false,
+        }
+    }
 }
 
 /// What a runner needs of a plan version.
@@ -108,7 +123,7 @@ struct Plan {
 pub struct Runner {
     plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
     groups: std::sync::Mutex<HashMap<String, (std::time::Instant, ResourceGroup)>>,
-    store: Store,
+    store: Arc<dyn RunnerStore>,
     sandbox: Arc<Sandbox>,
     config: RunnerConfig,
     effects: Arc<EffectGateway>,
@@ -136,6 +151,7 @@ impl Runner {
         config: RunnerConfig,
         effects: Arc<EffectGateway>,
     ) -> Arc<Self> {
+        let store: Arc<dyn RunnerStore> = Arc::new(store);
         let heartbeats = Heartbeats::on(store.clone());
         Self::with_parts(store, sandbox, config, effects, heartbeats)
     }
@@ -143,7 +159,7 @@ impl Runner {
     /// A runner whose heartbeats renew through `heartbeats` (for example a
     /// store of their own: [`Heartbeats::dedicated`]).
     pub fn with_parts(
-        store: Store,
+        store: Arc<dyn RunnerStore>,
         sandbox: Arc<Sandbox>,
         config: RunnerConfig,
         effects: Arc<EffectGateway>,
@@ -240,7 +256,14 @@ impl Runner {
                 }
             }
         }
-        drain::report(&self.store, ended, started.elapsed(), paused, interrupted).await
+        drain::report(
+            self.store.as_ref(),
+            ended,
+            started.elapsed(),
+            paused,
+            interrupted,
+        )
+        .await
     }
 
     /// Ask every attempt in flight to stop for `reason`; how many.
@@ -294,13 +317,13 @@ impl Runner {
         let retry_slots = (free as f64 * self.config.retry_share).ceil() as i64;
         let claims = self
             .store
-            .trigger_claim_batch_shared(
-                &self.config.runner_id,
-                self.config.lease.as_millis() as i64,
-                free as i64,
+            .claim(&ClaimRequest {
+                owner: &self.config.runner_id,
+                lease_ms: self.config.lease.as_millis() as i64,
+                limit: free as i64,
                 retry_slots,
-                None,
-            )
+                now: None,
+            })
             .await?;
         let n = claims.len();
         for claim in claims {
@@ -338,15 +361,7 @@ impl Runner {
     async fn execute_with(self: &Arc<Self>, claim: Claim, stop: Arc<StopSignal>) -> AttemptSummary {
         let _registered = InFlight::register(self, claim.attempt_id, &stop);
         let lease = claim.lease(&self.config.runner_id);
-        let mut summary = AttemptSummary {
-            trigger_id: claim.trigger_id,
-            attempt_id: claim.attempt_id,
-            fencing_token: claim.fencing_token,
-            job_id: claim.job_id.clone(),
-            outcome: String::new(),
-            error_class: None,
-            committed: false,
-        };
+        let mut summary = AttemptSummary::of(&claim);
         match self.overlap_gate(&claim, &lease).await {
             Ok(None) => {}
             Ok(Some(outcome)) => {
@@ -355,177 +370,153 @@ impl Runner {
                 return summary;
             }
             Err(e) => {
-                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "overlap check failed; running anyway");
+                // Not knowing whether older runs are in flight, the guest
+                // must not run: the lease lapses and the trigger is taken
+                // over with token + 1, its overlap judged again then.
+                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "overlap check failed; not running, the lease will lapse");
+                summary.outcome = "overlap_check_failed".into();
+                return summary;
             }
         }
+        let (report, policy, breaker_wait_ms) = self.run_guest(&claim, &lease, &stop).await;
+        let budget = self.budget(&claim, &report).await;
+        let decision = decide_end(EndInputs {
+            report: &report,
+            policy: &policy,
+            budget,
+            stop: stop.reason(),
+            breaker_wait_ms,
+            backoff_unit: rand::random::<f64>(),
+            park_unit: rand::random::<f64>(),
+        });
+        self.apply_end(decision, &lease, &mut summary).await;
+        summary
+    }
+
+    /// Run the guest with its heartbeat: the report, the retry policy it
+    /// is judged by, and the wait an open circuit breaker asked for, if one
+    /// refused an effect.
+    async fn run_guest(
+        &self,
+        claim: &Claim,
+        lease: &LeaseRef,
+        stop: &Arc<StopSignal>,
+    ) -> (RunReport, RetryPolicy, Option<u64>) {
         let progress = Arc::new(AtomicI64::new(0));
         let park = Arc::new(ParkSlot::default());
         let heartbeat =
             self.heartbeats
                 .start(lease.clone(), &self.config, stop.clone(), progress.clone());
-        let report = self
-            .run_attempt(&claim, &lease, stop.clone(), progress, park.clone())
+        let ran = self
+            .run_attempt(claim, lease, stop.clone(), progress, park.clone())
             .await;
         heartbeat.end();
-        let (report, policy) = match report {
-            Ok(ok) => ok,
+        match ran {
+            Ok((report, policy)) => (report, policy, park.parked_for()),
             Err(host_error) => {
                 tracing::error!(trigger_id = claim.trigger_id, error = %host_error, "attempt could not start");
                 (
-                    crate::sandbox::RunReport {
-                        result: RunResult::Trapped {
-                            kind: crate::sandbox::TrapKind::HostError,
-                            message: host_error,
-                        },
-                        fuel_used: 0,
-                        peak_memory_bytes: 0,
-                        wall: Duration::ZERO,
-                        log: String::new(),
-                    },
-                    crate::registry::manifest::RetryPolicy {
-                        max_attempts: 3,
-                        backoff_ms: 1000,
-                        backoff_max_ms: 60_000,
-                        jitter: true,
-                        max_age_ms: None,
-                        max_elapsed_ms: None,
-                    },
+                    RunReport::host_error(host_error),
+                    RetryPolicy::host_fallback(),
+                    None,
                 )
             }
-        };
-        let ended = claim.started_at + report.wall.as_millis() as i64;
-        // Released attempts (drained, or put back by an overlap wait) did
-        // not spend the retry budget: only a failure asks how much is left.
+        }
+    }
+
+    /// Where the trigger stands against its retry budget as this attempt
+    /// ends. Released attempts (drained, parked, put back by an overlap
+    /// wait) did not spend the budget: only a failure asks how many there
+    /// were.
+    async fn budget(&self, claim: &Claim, report: &RunReport) -> Budget {
         let released_before = if matches!(report.result, RunResult::Output(_)) {
             0
         } else {
-            match self.store.attempts_for(claim.trigger_id).await {
-                Ok(attempts) => attempts
-                    .iter()
-                    .filter(|a| {
-                        a.id != claim.attempt_id && a.outcome.as_deref() == Some("released")
-                    })
-                    .count() as i64,
+            match self
+                .store
+                .released_before(claim.trigger_id, claim.attempt_id)
+                .await
+            {
+                Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not count released attempts; judging the budget by attempt number");
                     0
                 }
             }
         };
-        let budget = transitions::Budget {
+        let ended = claim.started_at + report.wall.as_millis() as i64;
+        Budget {
             attempt_no: budget_attempt_no(claim.attempt_no, released_before),
             age_ms: (ended - claim.scheduled_at).max(0) as u64,
             elapsed_ms: (ended - claim.first_started_at).max(0) as u64,
-        };
-        let mut end = transitions::attempt_end(&report, budget, &policy, rand::random::<f64>());
-        if stop.reason() == Some(StopReason::Cancel) && end.trigger_state != "succeeded" {
-            end.trigger_state = "cancelled";
-            end.retry_after_ms = None;
-            end.error_class = Some("cancelled".into());
         }
-        summary.error_class = end.error_class.clone();
-        if stop.gate_closed() {
-            // The gate is closed: this attempt's result must not count.
-            tracing::warn!(
-                trigger_id = claim.trigger_id,
-                token = claim.fencing_token,
-                "commit gate closed; result discarded"
-            );
-            // Do not commit even if the token happens to be current (the
-            // database may only have been unreachable): the gate decided.
-            // The trigger is left to its lease, which lapses; a new claim
-            // takes it over with token + 1.
-            if let Err(e) = self
-                .store
-                .attempt_abandon(
-                    &lease,
-                    &end,
-                    "commit gate closed: lease lost or unconfirmed",
-                )
-                .await
-            {
-                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not record the abandoned attempt");
-            }
-            summary.outcome = "lease_lost".into();
-            return summary;
-        }
-        if drain::parks(stop.reason(), &report.result) {
-            // Drained: back to pending from the last checkpoint, due now,
-            // for any runner (token + 1); no result, no retry budget spent.
-            let why = match &report.result {
-                RunResult::JobFailed { message, .. } | RunResult::Trapped { message, .. } => {
-                    format!("drained at shutdown: {message}")
+    }
+
+    /// Write what [`decide_end`] decided, under the attempt's token.
+    async fn apply_end(
+        &self,
+        decision: EndDecision,
+        lease: &LeaseRef,
+        summary: &mut AttemptSummary,
+    ) {
+        let trigger_id = lease.trigger_id;
+        match decision {
+            EndDecision::Abandon { end, why } => {
+                summary.error_class = end.error_class.clone();
+                tracing::warn!(trigger_id, token = %lease.fencing_token, "commit gate closed; result discarded");
+                // The trigger is left to its lease, which lapses; a new
+                // claim takes it over with token + 1.
+                if let Err(e) = self.store.attempt_abandon(lease, &end, why).await {
+                    tracing::warn!(trigger_id, error = %e, "could not record the abandoned attempt");
                 }
-                RunResult::Output(_) => "drained at shutdown".to_string(),
-            };
-            summary.error_class = Some("drained".into());
-            match self
-                .store
-                .attempt_release(&lease, &end, "drained", &why, 0)
-                .await
-            {
-                Ok(()) => summary.outcome = "released".into(),
-                Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
-                Err(e) => {
-                    tracing::error!(trigger_id = claim.trigger_id, error = %e, "release failed; the lease will expire and the trigger be taken over");
-                    summary.outcome = "release_failed".into();
-                }
+                summary.outcome = "lease_lost".into();
             }
-            return summary;
-        }
-        let parked_for = transitions::breaker_park(park.parked_for(), &report.result)
-            .map(|ms| transitions::jittered(ms, rand::random::<f64>()))
-            // Parking spends no attempt, but time still counts: a trigger
-            // that would outlive its max_age / max_elapsed while parked is
-            // judged as usual instead (attempt number 0 asks only the clock).
-            .filter(|ms| {
-                let clock_only = transitions::Budget {
-                    attempt_no: 0,
-                    ..budget
+            EndDecision::Release {
+                end,
+                reason,
+                why,
+                delay_ms,
+            } => {
+                summary.error_class = Some(reason.as_str().into());
+                summary.outcome = match self
+                    .store
+                    .attempt_release(lease, &end, reason, &why, delay_ms as i64)
+                    .await
+                {
+                    Ok(()) if reason == ReleaseReason::CircuitOpen => "parked".into(),
+                    Ok(()) => "released".into(),
+                    Err(StoreError::LeaseLost { .. }) => "lease_lost".into(),
+                    Err(e) => {
+                        tracing::error!(trigger_id, error = %e, "release failed; the lease will expire and the trigger be taken over");
+                        "release_failed".into()
+                    }
                 };
-                transitions::budget_spent(&policy, clock_only, *ms).is_none()
-            });
-        if let Some(wait_ms) = parked_for {
-            // An open breaker refused this attempt's effect and the guest
-            // gave up for now: park the trigger until the breaker lets a
-            // probe through, without spending an attempt (released attempts
-            // are not counted) — the downstream is down, not the job.
-            summary.error_class = Some("circuit_open".into());
-            let why = format!("parked {wait_ms} ms: a connector's circuit breaker is open");
-            match self
-                .store
-                .attempt_release(&lease, &end, "circuit_open", &why, wait_ms as i64)
-                .await
-            {
-                Ok(()) => summary.outcome = "parked".into(),
-                Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
-                Err(e) => {
-                    tracing::error!(trigger_id = claim.trigger_id, error = %e, "park failed; the lease will expire and the trigger be taken over");
-                    summary.outcome = "release_failed".into();
+            }
+            EndDecision::Commit(end) => {
+                summary.error_class = end.error_class.clone();
+                // Group commit: attempts ending together share one
+                // transaction.
+                match self.commits.finish(lease, &end).await {
+                    Ok(()) => {
+                        summary.outcome = end.trigger_state.to_string();
+                        summary.committed = true;
+                    }
+                    Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
+                    Err(e) => {
+                        tracing::error!(trigger_id, error = %e, "commit failed; lease will expire and the trigger be retried");
+                        summary.outcome = "commit_failed".into();
+                    }
                 }
             }
-            return summary;
         }
-        // Group commit: attempts ending together share one transaction.
-        match self.commits.finish(&lease, &end).await {
-            Ok(()) => {
-                summary.outcome = end.trigger_state.to_string();
-                summary.committed = true;
-            }
-            Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
-            Err(e) => {
-                tracing::error!(trigger_id = claim.trigger_id, error = %e, "commit failed; lease will expire and the trigger be retried");
-                summary.outcome = "commit_failed".into();
-            }
-        }
-        summary
     }
 
     /// Apply the job's overlap policy to a claimed scheduled trigger before
     /// it runs.
-    /// `Some(outcome)` when the trigger must not run now (skipped, or put
-    /// back to wait); `None` to go ahead (after asking the oldest run to
-    /// stop, for `replace`).
+    /// `Some(outcome)` when the trigger must not run now (`skipped`, or
+    /// `overlap_wait`: released to wait); `None` to go ahead (after asking
+    /// the oldest run to stop, for `replace`). An error means the policy
+    /// could not be judged: the caller must not run the guest.
     async fn overlap_gate(
         &self,
         claim: &Claim,
@@ -539,7 +530,7 @@ impl Runner {
         let Ok(plan) = self.plan(claim).await else {
             return Ok(None);
         };
-        let Ok(schedule) = plan.spec.schedule_spec() else {
+        let Ok(schedule) = ScheduleSpec::of_plan(&plan.spec) else {
             return Ok(None);
         };
         let running = self
@@ -556,35 +547,36 @@ impl Runner {
             D::Start => Ok(None),
             D::ReplaceOldest => {
                 if let Some(oldest) = running.first() {
-                    self.store.trigger_request_cancel(*oldest).await?;
+                    self.store.request_stop(*oldest).await?;
                 }
                 Ok(None)
             }
             D::Wait => {
+                let end = AttemptEnd::not_run();
+                let why = format!(
+                    "waiting: {} older run(s) of this job in flight (max_in_flight {})",
+                    running.len(),
+                    schedule.overlap.max_in_flight
+                );
                 self.store
-                    .trigger_release(lease, self.config.poll_interval.as_millis() as i64)
+                    .attempt_release(
+                        lease,
+                        &end,
+                        ReleaseReason::OverlapWait,
+                        &why,
+                        self.config.poll_interval.as_millis() as i64,
+                    )
                     .await?;
                 Ok(Some("overlap_wait"))
             }
             D::SkipNew => {
-                let end = crate::store::AttemptEnd {
-                    trigger_state: "skipped",
-                    retry_after_ms: None,
-                    result: None,
-                    error_class: Some("overlap_forbidden".into()),
-                    error_message: Some(format!(
-                        "skipped: {} run(s) of this job already in flight (max_in_flight {}, overlap forbid)",
-                        running.len(),
-                        schedule.overlap.max_in_flight
-                    )),
-                    attempt_outcome: "skipped",
-                    fuel_used: 0,
-                    peak_memory_bytes: 0,
-                    wall_ms: 0,
-                    log: String::new(),
-                };
+                let end = AttemptEnd::skipped(format!(
+                    "skipped: {} run(s) of this job already in flight (max_in_flight {}, overlap forbid)",
+                    running.len(),
+                    schedule.overlap.max_in_flight
+                ));
                 self.store.attempt_finish(lease, &end).await?;
-                self.store.counter_bump("overlap_skipped").await?;
+                self.store.counter_add("overlap_skipped", 1).await?;
                 Ok(Some("skipped"))
             }
         }
@@ -644,13 +636,7 @@ impl Runner {
         stop: Arc<StopSignal>,
         progress: Arc<AtomicI64>,
         park: Arc<ParkSlot>,
-    ) -> Result<
-        (
-            crate::sandbox::RunReport,
-            crate::registry::manifest::RetryPolicy,
-        ),
-        String,
-    > {
+    ) -> Result<(RunReport, RetryPolicy), String> {
         let plan = self.plan(claim).await?;
         let spec = &plan.spec;
         let group = self.group(&claim.resource_group).await?;
@@ -683,11 +669,13 @@ impl Runner {
             trigger_id: claim.trigger_id.to_string(),
             plan_key: claim.plan_key.clone(),
             plan_version: claim.plan_version as u32,
-            scheduled_at: crate::time::rfc3339(crate::time::from_millis(claim.scheduled_at)),
+            scheduled_at: crate::model::time::rfc3339(crate::model::time::from_millis(
+                claim.scheduled_at,
+            )),
             attempt: claim.attempt_no as u32,
             params: merge_params(&spec.params, &claim.params),
         };
-        let services: Arc<dyn AttemptServices> = Arc::new(RunnerServices {
+        let services: Arc<dyn AttemptServices> = Arc::new(super::services::RunnerServices {
             store: self.store.clone(),
             lease: lease.clone(),
             stop: stop.clone(),
@@ -721,12 +709,6 @@ fn merge_params(plan: &serde_json::Value, trigger_json: &str) -> String {
     merged.to_string()
 }
 
-/// The attempt number the retry budget judges: this attempt's number less
-/// the attempts released before it (they ended without a verdict).
-fn budget_attempt_no(attempt_no: i64, released_before: i64) -> u32 {
-    (attempt_no - released_before).max(1) as u32
-}
-
 /// Keeps an attempt's stop signal in the runner's in-flight table while
 /// the attempt runs.
 struct InFlight<'a> {
@@ -755,109 +737,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The host services of one attempt, backed by fenced store writes.
-struct RunnerServices {
-    /// Set by the effect gateway when an open breaker refused a call.
-    park: Arc<ParkSlot>,
-    store: Store,
-    lease: LeaseRef,
-    stop: Arc<StopSignal>,
-    progress: Arc<AtomicI64>,
-    connectors: Vec<String>,
-    effects: Arc<EffectGateway>,
-    retry: crate::registry::manifest::RetryPolicy,
-}
-
-impl RunnerServices {
-    fn caller(&self) -> Caller<'_> {
-        Caller {
-            lease: &self.lease,
-            granted: &self.connectors,
-            retry: &self.retry,
-            stop: Some(&self.stop),
-            park: Some(&self.park),
-        }
-    }
-}
-
-impl AttemptServices for RunnerServices {
-    fn control(&self) -> Control {
-        self.stop.control()
-    }
-
-    fn load_checkpoint(&self) -> HostFuture<'_, Option<Vec<u8>>> {
-        Box::pin(async move {
-            match self.store.checkpoint_load(self.lease.trigger_id).await {
-                Ok(found) => found.map(|(_, data)| data),
-                Err(e) => {
-                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint load failed");
-                    None
-                }
-            }
-        })
-    }
-
-    fn save_checkpoint(&self, state: Vec<u8>) -> HostFuture<'_, Control> {
-        Box::pin(async move {
-            // A draining guest may still save the safe point it reached.
-            if self.stop.gate_closed() {
-                return Control::LeaseLost;
-            }
-            match self.store.checkpoint_save(&self.lease, &state).await {
-                Ok(seq) => {
-                    self.progress.store(seq, Ordering::Relaxed);
-                    self.stop.control()
-                }
-                Err(StoreError::LeaseLost { .. }) => {
-                    self.stop.request(StopReason::LeaseLost);
-                    Control::LeaseLost
-                }
-                Err(e) => {
-                    // Not knowing whether the write counted, the guest must
-                    // not rely on it; stopping is the safe answer.
-                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint save failed");
-                    self.stop.request(StopReason::LeaseLost);
-                    Control::LeaseLost
-                }
-            }
-        })
-    }
-
-    fn invoke_effect(&self, request: Request) -> HostFuture<'_, Result<Outcome, EffectError>> {
-        Box::pin(async move {
-            match self.stop.reason() {
-                Some(StopReason::LeaseLost) => return Err(EffectError::LeaseLost),
-                // Draining: no new effect starts (one already sent settles,
-                // or stays `intent`/`unknown` for the next attempt to query).
-                Some(StopReason::Pause | StopReason::Shutdown) => {
-                    return Err(EffectError::CircuitOpen(format!(
-                        "not sent: the host is draining; '{}' can be retried after the trigger resumes",
-                        request.idempotency_key
-                    )));
-                }
-                _ => {}
-            }
-            // A downstream 409 or a stale intent/outcome write closes the
-            // gate (the gateway calls `stop.request(LeaseLost)`) and is
-            // counted.
-            self.effects.invoke(&self.caller(), request).await
-        })
-    }
-
-    fn query_effect<'a>(
-        &'a self,
-        connector: &'a str,
-        key: &'a str,
-    ) -> HostFuture<'a, Result<Option<Outcome>, EffectError>> {
-        Box::pin(async move {
-            if self.stop.interrupting().is_some() {
-                return Err(EffectError::LeaseLost);
-            }
-            self.effects.query(&self.caller(), connector, key).await
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -868,13 +747,5 @@ mod tests {
         let merged: serde_json::Value =
             serde_json::from_str(&merge_params(&plan, r#"{"name":"trigger"}"#)).unwrap();
         assert_eq!(merged, serde_json::json!({"name": "trigger", "steps": 3}));
-    }
-
-    #[test]
-    fn released_attempts_do_not_spend_the_retry_budget() {
-        assert_eq!(budget_attempt_no(1, 0), 1);
-        assert_eq!(budget_attempt_no(3, 2), 1);
-        assert_eq!(budget_attempt_no(4, 1), 3);
-        assert_eq!(budget_attempt_no(2, 5), 1, "never below the first attempt");
     }
 }

@@ -1,20 +1,14 @@
 //! Job manifests (TOML) and the immutable plan spec they become.
 //!
-//! Pure: parsing, validation, canonical JSON, digests, and the decision of
-//! what re-applying a manifest means ([`decide_apply`]).
-//!
-//! Invariants:
-//! - the digest of a plan is sha256 over its canonical JSON (object keys
-//!   sorted, no insignificant whitespace), so the same content always has
-//!   the same digest whatever order the manifest wrote it in;
-//! - re-applying the latest content is an idempotent hit; an explicit
-//!   version number is never reused for different content.
+//! Pure: parsing and validation; the spec, its digest and what re-applying
+//! it means are the domain's ([`crate::model::plan`]).
 
+use crate::model::plan::PlanSpec;
+use crate::model::retry::RetryPolicy;
+use crate::model::time::parse_duration;
 use crate::schedule::ScheduleSpec;
-use crate::time::parse_duration;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// A job manifest as written by a team (`paddock job apply FILE.toml`).
 #[derive(Debug, Clone, Deserialize)]
@@ -96,34 +90,6 @@ impl Default for RetryManifest {
             max_elapsed: None,
         }
     }
-}
-
-/// The retry budget as stored (canonical units).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub backoff_ms: u64,
-    pub backoff_max_ms: u64,
-    pub jitter: bool,
-    /// No retry once the trigger is older than this (ms since scheduled).
-    pub max_age_ms: Option<u64>,
-    /// No retry once this long has passed since the first attempt (ms).
-    pub max_elapsed_ms: Option<u64>,
-}
-
-/// The immutable content of a plan version. Its canonical JSON is what the
-/// digest covers; the job id and version number are not part of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanSpec {
-    pub tenant: String,
-    pub component: String,
-    pub resource_group: String,
-    pub priority: i32,
-    pub params: Value,
-    pub retry: RetryPolicy,
-    pub connectors: Vec<String>,
-    /// The canonical [`ScheduleSpec`] (all defaults filled in).
-    pub schedule: Value,
 }
 
 /// A manifest that cannot become a plan.
@@ -233,94 +199,6 @@ fn check_name(field: &str, value: &str) -> Result<(), ManifestError> {
     Ok(())
 }
 
-/// JSON with object keys sorted and no whitespace: the form digests cover.
-pub fn canonical_json(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.clone(), sorted(v)))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
-}
-
-/// sha256 hex of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-impl PlanSpec {
-    /// The schedule this plan fires on.
-    pub fn schedule_spec(&self) -> Result<ScheduleSpec, String> {
-        serde_json::from_value(self.schedule.clone())
-            .map_err(|e| format!("stored schedule unreadable: {e}"))
-    }
-
-    pub fn canonical(&self) -> String {
-        canonical_json(&serde_json::to_value(self).expect("plan spec serialises"))
-    }
-
-    pub fn digest(&self) -> String {
-        sha256_hex(self.canonical().as_bytes())
-    }
-}
-
-/// What applying a manifest means, given the job's existing versions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApplyDecision {
-    /// The content is already stored as this version: an idempotent hit.
-    Existing { version: u32 },
-    /// Store a new version with this number.
-    Create { version: u32 },
-    /// An explicit version number already holds other content.
-    VersionConflict { version: u32, stored_digest: String },
-    /// An explicit version number that is neither stored nor latest + 1.
-    NotNext { requested: u32, latest: u32 },
-}
-
-/// Decide what applying content with `digest` (and maybe an explicit
-/// version) does. `versions` holds (version, digest) of every stored
-/// version of the job.
-pub fn decide_apply(
-    versions: &[(u32, String)],
-    requested: Option<u32>,
-    digest: &str,
-) -> ApplyDecision {
-    let latest = versions.iter().map(|(v, _)| *v).max();
-    let stored = |v: u32| versions.iter().find(|(n, _)| *n == v).map(|(_, d)| d);
-    match requested {
-        Some(v) => match stored(v) {
-            Some(d) if d == digest => ApplyDecision::Existing { version: v },
-            Some(d) => ApplyDecision::VersionConflict {
-                version: v,
-                stored_digest: d.clone(),
-            },
-            None if v == latest.unwrap_or(0) + 1 => ApplyDecision::Create { version: v },
-            None => ApplyDecision::NotNext {
-                requested: v,
-                latest: latest.unwrap_or(0),
-            },
-        },
-        None => match latest {
-            Some(l) if stored(l).is_some_and(|d| d == digest) => {
-                ApplyDecision::Existing { version: l }
-            }
-            Some(l) => ApplyDecision::Create { version: l + 1 },
-            None => ApplyDecision::Create { version: 1 },
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,7 +223,7 @@ mod tests {
         assert_eq!(spec.retry.backoff_ms, 2000);
         assert_eq!(spec.retry.backoff_max_ms, 300_000);
         assert_eq!(
-            spec.schedule_spec().unwrap().trigger.kind(),
+            ScheduleSpec::of_plan(&spec).unwrap().trigger.kind(),
             crate::schedule::Kind::Manual
         );
     }
@@ -411,54 +289,5 @@ mod tests {
             .to_spec("abc")
             .unwrap();
         assert_ne!(a.digest(), c.digest());
-    }
-
-    #[test]
-    fn reapplying_the_latest_content_is_an_idempotent_hit() {
-        let v = vec![(1, "d1".to_string()), (2, "d2".to_string())];
-        assert_eq!(
-            decide_apply(&v, None, "d2"),
-            ApplyDecision::Existing { version: 2 }
-        );
-        assert_eq!(
-            decide_apply(&v, None, "d3"),
-            ApplyDecision::Create { version: 3 }
-        );
-        // Going back to older content is a new version, not a rewrite.
-        assert_eq!(
-            decide_apply(&v, None, "d1"),
-            ApplyDecision::Create { version: 3 }
-        );
-        assert_eq!(
-            decide_apply(&[], None, "d1"),
-            ApplyDecision::Create { version: 1 }
-        );
-    }
-
-    #[test]
-    fn an_explicit_version_is_never_reused_for_other_content() {
-        let v = vec![(1, "d1".to_string())];
-        assert_eq!(
-            decide_apply(&v, Some(1), "d1"),
-            ApplyDecision::Existing { version: 1 }
-        );
-        assert_eq!(
-            decide_apply(&v, Some(1), "dx"),
-            ApplyDecision::VersionConflict {
-                version: 1,
-                stored_digest: "d1".into()
-            }
-        );
-        assert_eq!(
-            decide_apply(&v, Some(2), "dx"),
-            ApplyDecision::Create { version: 2 }
-        );
-        assert_eq!(
-            decide_apply(&v, Some(5), "dx"),
-            ApplyDecision::NotNext {
-                requested: 5,
-                latest: 1
-            }
-        );
     }
 }

@@ -1,73 +1,11 @@
-//! How an attempt ended, classified so people and the retry policy can tell
-//! a guest's own failure from a limit it hit and from the host stopping it.
+//! How a run ended, classified into the domain's [`RunResult`] so people
+//! and the retry policy can tell a guest's own failure from a limit it hit
+//! and from the host stopping it.
 
 use super::limits::{GuestLimits, MemoryLimiter};
-use super::services::StopReason;
-use super::wit::types::{ErrorClass, JobError};
-use std::time::Duration;
+use super::wit::types::{ErrorClass as WitErrorClass, JobError};
+use crate::model::{ErrorClass, RunResult, StopReason, TrapKind};
 use wasmtime::Trap;
-
-/// Everything the execution plane records about one run.
-#[derive(Debug)]
-pub struct RunReport {
-    pub result: RunResult,
-    pub fuel_used: u64,
-    pub peak_memory_bytes: u64,
-    pub wall: Duration,
-    pub log: String,
-}
-
-/// The three ways a run ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunResult {
-    /// `run` returned `ok(output)`.
-    Output(Vec<u8>),
-    /// `run` returned `err(job-error)`: the guest's own verdict.
-    JobFailed { class: ErrorClass, message: String },
-    /// The guest did not return: a limit, a trap or the host stopped it.
-    Trapped { kind: TrapKind, message: String },
-}
-
-/// Why a guest did not return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrapKind {
-    /// Ran out of its group's fuel.
-    FuelExhausted,
-    /// Tried to grow memory past its group's cap.
-    MemoryLimit,
-    /// Ran past its group's wall-clock deadline.
-    Deadline,
-    /// The guest panicked or hit `unreachable`.
-    GuestPanic,
-    /// Call stack exhausted.
-    StackOverflow,
-    /// Any other wasm trap (out-of-bounds access, bad cast, ...).
-    GuestTrap,
-    /// Interrupted because its lease was lost.
-    LeaseLost,
-    /// Interrupted because the host was shutting down (drain) and the guest
-    /// did not reach a safe point in time.
-    Drained,
-    /// The host failed (a bug or an unavailable dependency), not the guest.
-    HostError,
-}
-
-impl TrapKind {
-    /// The name stored in `error_class` and shown by `trigger show`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TrapKind::FuelExhausted => "fuel_exhausted",
-            TrapKind::MemoryLimit => "memory_limit",
-            TrapKind::Deadline => "deadline_exceeded",
-            TrapKind::GuestPanic => "guest_panic",
-            TrapKind::StackOverflow => "stack_overflow",
-            TrapKind::GuestTrap => "guest_trap",
-            TrapKind::LeaseLost => "lease_lost",
-            TrapKind::Drained => "drained",
-            TrapKind::HostError => "host_error",
-        }
-    }
-}
 
 /// The error the epoch callback raises to stop a guest.
 #[derive(Debug, thiserror::Error)]
@@ -78,13 +16,13 @@ pub(super) enum Interrupted {
     Stopped(StopReason),
 }
 
-/// Name of a job-error class as stored.
-pub fn error_class_name(class: ErrorClass) -> &'static str {
+/// The host's view of a guest's error class.
+fn error_class(class: WitErrorClass) -> ErrorClass {
     match class {
-        ErrorClass::Transient => "transient",
-        ErrorClass::Permanent => "permanent",
-        ErrorClass::Unknown => "unknown",
-        ErrorClass::InvalidInput => "invalid_input",
+        WitErrorClass::Transient => ErrorClass::Transient,
+        WitErrorClass::Permanent => ErrorClass::Permanent,
+        WitErrorClass::Unknown => ErrorClass::Unknown,
+        WitErrorClass::InvalidInput => ErrorClass::InvalidInput,
     }
 }
 
@@ -97,7 +35,7 @@ pub(super) fn classify(
         Ok(Ok(output)) => return RunResult::Output(output),
         Ok(Err(e)) => {
             return RunResult::JobFailed {
-                class: e.class,
+                class: error_class(e.class),
                 message: e.message,
             };
         }

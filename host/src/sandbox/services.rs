@@ -4,6 +4,7 @@
 
 use super::wit::effects::{EffectError, Outcome, Request};
 use super::wit::types::Control;
+pub use crate::model::StopReason;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -57,23 +58,6 @@ impl AttemptServices for NoServices {
     ) -> HostFuture<'a, Result<Option<Outcome>, EffectError>> {
         Box::pin(async move { Err(EffectError::NotGranted(connector.to_string())) })
     }
-}
-
-/// Why the host wants a guest to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// Pause requested: answered at the next host call; not forced.
-    Pause,
-    /// Cancel requested: answered at the next host call; not forced.
-    Cancel,
-    /// The host is shutting down and the drain's grace for a safe point has
-    /// passed: the guest is interrupted at the next epoch tick. Its lease is
-    /// still current, so the runner releases the trigger (from its last
-    /// checkpoint) instead of committing a result.
-    Shutdown,
-    /// The lease is lost: the guest is interrupted at the next epoch tick,
-    /// whether or not it calls the host.
-    LeaseLost,
 }
 
 /// Set by the runner (heartbeat failures, pause, cancel), read by the guest's

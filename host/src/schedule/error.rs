@@ -63,12 +63,4 @@ pub enum ScheduleError {
         /// Which bound or value makes it empty.
         reason: String,
     },
-    /// A string that is not `job@YYYY-MM-DDTHH:MM:SSZ@vN[#partition]`.
-    #[error("bad plan key '{key}': {reason}")]
-    BadPlanKey {
-        /// The key as given.
-        key: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
 }

@@ -15,11 +15,17 @@
 //! - a crash never doubles a trigger: the plan key is unique;
 //! - a late fire time is decided once (fire, park or skip) — a re-scan
 //!   never turns an already-created trigger into a "missed" one;
-//! - a scanner whose shard moved on cannot move the watermark.
+//! - a scanner whose shard moved on writes nothing: its triggers, skipped
+//!   fires and watermark commit together, each statement fenced by the
+//!   shard's generation and owner (`store::fence`), so a scheduler that
+//!   stalled past its lease cannot run a fire time its successor skipped.
 
 use super::{MisfireAction, Schedule, ScheduleSpec, classify_misfires, scan_window};
-use crate::store::{JobScheduleRecord, ScheduledTrigger, ShardLease, Store, StoreResult};
-use crate::time::{from_millis, to_millis};
+use crate::model::time::{from_millis, to_millis};
+use crate::model::{ShardGeneration, ShardLease, TriggerState};
+use crate::store::{
+    JobScheduleRecord, ScanCommit, ScheduledTrigger, SchedulerStore, Store, StoreError, StoreResult,
+};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -105,7 +111,7 @@ type ShardJobs = (Fingerprint, Arc<Vec<JobScheduleRecord>>);
 
 /// A scheduler loop over the store's shards.
 pub struct Scanner {
-    store: Store,
+    store: Arc<dyn SchedulerStore>,
     config: ScannerConfig,
     /// Compiled schedules by job, with the version and spec they came from.
     compiled: Mutex<HashMap<String, (i64, String, Compiled)>>,
@@ -115,7 +121,7 @@ pub struct Scanner {
     /// (job, fire time) pairs it knows are stored from the next overlap on.
     /// Under the same generation nobody else wrote the shard's watermark, so
     /// the overlap re-scan need not ask the database what exists.
-    recent: Mutex<HashMap<u32, (i64, HashSet<FireKey>)>>,
+    recent: Mutex<HashMap<u32, (ShardGeneration, HashSet<FireKey>)>>,
 }
 
 fn delta(d: Duration) -> TimeDelta {
@@ -124,6 +130,12 @@ fn delta(d: Duration) -> TimeDelta {
 
 impl Scanner {
     pub fn new(store: Store, config: ScannerConfig) -> Arc<Self> {
+        Self::with_store(Arc::new(store), config)
+    }
+
+    /// A scanner over any [`SchedulerStore`] (tests wrap one to stall a
+    /// scan between its shard lease and its writes).
+    pub fn with_store(store: Arc<dyn SchedulerStore>, config: ScannerConfig) -> Arc<Self> {
         Arc::new(Self {
             store,
             config,
@@ -165,11 +177,12 @@ impl Scanner {
             if shard.owner.as_deref() == Some(self.config.owner.as_str()) {
                 let lease = ShardLease {
                     shard: shard.shard,
-                    generation: shard.generation,
+                    generation: ShardGeneration::new(shard.generation),
+                    owner: self.config.owner.clone(),
                     watermark: shard.watermark,
                     now: 0,
                 };
-                self.store.shard_release(&lease, &self.config.owner).await?;
+                self.store.shard_release(&lease).await?;
             }
         }
         Ok(())
@@ -264,10 +277,10 @@ impl Scanner {
             for (at, action) in outcome.decisions {
                 let at = to_millis(at);
                 let state = match action {
-                    MisfireAction::Fire => "pending",
-                    MisfireAction::Park => "manual",
+                    MisfireAction::Fire => TriggerState::Pending,
+                    MisfireAction::Park => TriggerState::Manual,
                     MisfireAction::Skip => {
-                        skipped.push((job.job_id.clone(), job.plan_version, at, "misfire_skip"));
+                        skipped.push((job.job_id.clone(), job.plan_version, at));
                         continue;
                     }
                 };
@@ -314,35 +327,38 @@ impl Scanner {
             }
             !seen
         });
-        let (created, existing) = self.store.scheduled_insert(&triggers, &skipped).await?;
-        report.created = created;
-        report.existing = existing + known;
-        if created > 0 {
-            report.earliest_created = triggers.iter().map(|t| t.scheduled_at).min();
-        }
-        let advanced = self
-            .store
-            .shard_advance(
-                lease,
-                &self.config.owner,
-                to_millis(window.to),
-                created,
-                existing,
-            )
-            .await?;
-        if advanced {
-            self.recent
-                .lock()
-                .expect("recent")
-                .insert(shard, (lease.generation, next_known));
-        } else {
-            self.recent.lock().expect("recent").remove(&shard);
-            tracing::warn!(
-                shard = lease.shard,
-                generation = lease.generation,
-                "shard moved to another owner; watermark left to it"
-            );
-            report.stale = 1;
+        let scan = ScanCommit {
+            triggers,
+            skipped,
+            watermark: to_millis(window.to),
+        };
+        match self.store.scan_commit(lease, &scan).await {
+            Ok(written) => {
+                report.created = written.created;
+                report.existing = written.existing + known;
+                if written.created > 0 {
+                    report.earliest_created = scan.triggers.iter().map(|t| t.scheduled_at).min();
+                }
+                self.recent
+                    .lock()
+                    .expect("recent")
+                    .insert(shard, (lease.generation, next_known));
+            }
+            // Another scheduler holds the shard now: this scan wrote
+            // nothing, and the shard's fire times are the new owner's to
+            // decide.
+            Err(StoreError::ShardLost { .. }) => {
+                self.recent.lock().expect("recent").remove(&shard);
+                tracing::warn!(
+                    shard = lease.shard,
+                    generation = %lease.generation,
+                    "shard moved to another owner; this scan wrote nothing"
+                );
+                report.skipped = 0;
+                report.parked = 0;
+                report.stale = 1;
+            }
+            Err(e) => return Err(e),
         }
         Ok(report)
     }

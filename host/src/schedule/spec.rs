@@ -35,7 +35,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -271,6 +271,12 @@ pub struct ScheduleSpec {
 }
 
 impl ScheduleSpec {
+    /// The schedule a plan fires on (stored canonical in the plan spec).
+    pub fn of_plan(plan: &crate::model::PlanSpec) -> Result<Self, String> {
+        serde_json::from_value(plan.schedule.clone())
+            .map_err(|e| format!("stored schedule unreadable: {e}"))
+    }
+
     /// Compiles into an evaluator. Re-checks everything deserialization
     /// checks, so a hand-built spec gets the same errors.
     pub fn compile(&self) -> Result<Schedule, ScheduleError> {
@@ -326,10 +332,7 @@ impl ScheduleSpec {
     }
 }
 
-/// Formats an instant the canonical way: `2027-03-14T07:00:00Z`.
-pub fn fmt_instant(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
+pub use crate::model::time::fmt_instant;
 
 fn check_instant(field: &'static str, t: DateTime<Utc>, text: &str) -> Result<(), ScheduleError> {
     let bad = |reason| ScheduleError::BadTimestamp {

@@ -1,24 +1,10 @@
-//! Rows and the parameter structs of store operations.
+//! Rows and the parameter structs of store operations. The domain types
+//! they carry (states, tokens, leases) are [`crate::model`]'s.
 
+#[cfg(doc)]
+use crate::model::AttemptOutcome;
+use crate::model::TriggerState;
 use serde::Serialize;
-
-/// A resource group: the limits its attempts run under.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
-pub struct ResourceGroup {
-    pub name: String,
-    pub fuel_per_attempt: i64,
-    pub memory_bytes: i64,
-    pub deadline_ms: i64,
-    pub max_concurrency: i64,
-    /// JSON array of granted imports beyond `paddock:job`.
-    pub grants: String,
-}
-
-impl ResourceGroup {
-    pub fn grant_list(&self) -> Vec<String> {
-        serde_json::from_str(&self.grants).unwrap_or_default()
-    }
-}
 
 /// A stored component, without its bytes.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -52,24 +38,6 @@ pub struct PlanVersionRecord {
     pub created_at: i64,
 }
 
-/// What `plan_apply` did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum ApplyOutcome {
-    Created { version: u32, digest: String },
-    Unchanged { version: u32, digest: String },
-}
-
-impl ApplyOutcome {
-    pub fn version(&self) -> u32 {
-        match self {
-            ApplyOutcome::Created { version, .. } | ApplyOutcome::Unchanged { version, .. } => {
-                *version
-            }
-        }
-    }
-}
-
 /// A trigger row.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct TriggerRecord {
@@ -83,9 +51,11 @@ pub struct TriggerRecord {
     pub scheduled_at: i64,
     pub partition_key: Option<String>,
     pub params: String,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: TriggerState,
     pub priority: i64,
     pub next_run_at: i64,
+    /// The token as stored (the domain's [`crate::model::FencingToken`]).
     pub fencing_token: i64,
     pub lease_owner: Option<String>,
     pub lease_until: Option<i64>,
@@ -110,6 +80,7 @@ pub struct AttemptRecord {
     pub lease_until: i64,
     pub heartbeat_at: Option<i64>,
     pub ended_at: Option<i64>,
+    /// An [`AttemptOutcome`]'s name; NULL while the attempt runs.
     pub outcome: Option<String>,
     pub error_class: Option<String>,
     pub error_message: Option<String>,
@@ -154,83 +125,11 @@ impl NewTrigger {
     }
 }
 
-/// A claimed trigger: what a runner needs to run one attempt.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Claim {
-    pub trigger_id: i64,
-    pub attempt_id: i64,
-    pub attempt_no: i64,
-    pub fencing_token: i64,
-    pub lease_until: i64,
-    pub job_id: String,
-    pub tenant: String,
-    pub plan_version: i64,
-    pub plan_key: String,
-    pub scheduled_at: i64,
-    pub params: String,
-    pub resource_group: String,
-    /// schedule | manual | backfill | event
-    pub origin: String,
-    /// When this attempt started (database clock, ms).
-    pub started_at: i64,
-    /// When the trigger's first attempt started: the total-time budget
-    /// counts from here.
-    pub first_started_at: i64,
-}
-
-/// The identity of a held lease, carried by every fenced write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseRef {
-    pub trigger_id: i64,
-    pub attempt_id: i64,
-    pub fencing_token: i64,
-    pub owner: String,
-}
-
-impl Claim {
-    pub fn lease(&self, owner: &str) -> LeaseRef {
-        LeaseRef {
-            trigger_id: self.trigger_id,
-            attempt_id: self.attempt_id,
-            fencing_token: self.fencing_token,
-            owner: owner.to_string(),
-        }
-    }
-}
-
-/// How an attempt ended, written in one fenced transaction.
-#[derive(Debug, Clone)]
-pub struct AttemptEnd {
-    /// The trigger's next state: succeeded, failed or retry_wait.
-    pub trigger_state: &'static str,
-    /// For retry_wait: run again this many ms after the database's now.
-    pub retry_after_ms: Option<i64>,
-    pub result: Option<Vec<u8>>,
-    pub error_class: Option<String>,
-    pub error_message: Option<String>,
-    /// The attempt's own outcome: succeeded or failed.
-    pub attempt_outcome: &'static str,
-    pub fuel_used: i64,
-    pub peak_memory_bytes: i64,
-    pub wall_ms: i64,
-    pub log: String,
-}
-
 /// Triggers by state, for the conservation check.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TriggerCounts {
     pub total: i64,
     pub by_state: Vec<(String, i64)>,
-}
-
-/// A schedule shard's lease, as taken by one scheduler loop.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct ShardLease {
-    pub shard: i64,
-    pub generation: i64,
-    pub watermark: Option<i64>,
-    /// The database's now when the lease was taken.
-    pub now: i64,
 }
 
 /// A shard row.
@@ -269,7 +168,7 @@ pub struct ScheduledTrigger {
     pub priority: i64,
     pub scheduled_at: i64,
     /// `pending`, or `manual` when parked for approval.
-    pub state: &'static str,
+    pub state: TriggerState,
 }
 
 /// A yes/no column, stored as 0/1 in both databases (an integer decodes the

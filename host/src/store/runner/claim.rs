@@ -1,10 +1,11 @@
 //! Claims: the one write every job starts with, so the one the throughput
 //! of the whole host follows. Each database gets the statements that suit
-//! it; both keep the same contract (see [`Store::trigger_claim_batch_shared`]):
-//! the batch is chosen in lane order inside one write transaction, every
-//! claimed trigger gets `fencing_token + 1`, a lease on the database clock
-//! and a new attempt row, and an attempt left open by a lapsed lease is
-//! closed as `expired`.
+//! it; both keep the same contract (see [`RunnerStore::claim`]): the batch
+//! is chosen in lane order inside one write transaction, every claimed
+//! trigger gets `fencing_token + 1`, a lease on the database clock and a new
+//! attempt row, and an attempt a previous holder left open (a lapsed lease,
+//! or a crash between two statements of an older host) is closed as
+//! `expired` — on both databases, for every trigger claimed again.
 //!
 //! - PostgreSQL: one `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP
 //!   LOCKED) RETURNING` per lane, so processes claiming at once take
@@ -17,10 +18,25 @@
 //!   is claimed by a prepared statement of its own — in-thread calls, so
 //!   a row costs SQLite's work and nothing more.
 
-use super::dialect::{now_ms, skip_locked};
-use super::queries::id_list;
-use super::*;
+use super::super::dialect::{now_ms, skip_locked};
+use super::super::*;
+use crate::model::{Claim, FencingToken};
+use crate::trigger_state;
 use std::collections::HashMap;
+
+/// `(?, ?, ...)` with `n` placeholders, for `IN` lists.
+fn id_list(n: usize) -> String {
+    let mut list = String::with_capacity(2 + n * 3);
+    list.push('(');
+    for i in 0..n {
+        if i > 0 {
+            list.push_str(", ");
+        }
+        list.push('?');
+    }
+    list.push(')');
+    list
+}
 
 /// What a claim's `UPDATE ... RETURNING` gives back per trigger
 /// (PostgreSQL).
@@ -42,7 +58,7 @@ struct ClaimedRow {
     origin: String,
 }
 
-/// The claim's lanes (see [`Store::trigger_claim_batch_shared`]).
+/// The claim's lanes (see [`RunnerStore::claim`]).
 #[derive(Clone, Copy)]
 enum Lane {
     /// `retry_wait` triggers whose backoff is over.
@@ -96,9 +112,6 @@ impl Candidate {
     }
 }
 
-/// Lane 2 in [`Candidate::lane`].
-const LAPSED: i64 = 2;
-
 /// The lanes' shares of a batch: up to `share` retries first, then fresh
 /// work for the rest, then — if fresh work left room and the retry lane was
 /// not exhausted — more retries. `retries` and `fresh` are each in claim
@@ -117,42 +130,94 @@ fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: usize) -> V
     chosen
 }
 
-impl Store {
-    /// Claim up to `limit` due triggers for `owner` in one transaction: rows
-    /// that are pending or waiting to retry with `next_run_at <= now`, or
-    /// running with an expired lease. Each gets `fencing_token + 1`, a lease
-    /// until `now + lease_ms` (database clock) and a new attempt row; an
-    /// expired predecessor attempt is closed as `expired`.
-    pub async fn trigger_claim_batch(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
-        self.trigger_claim_batch_shared(owner, lease_ms, limit, (limit + 1) / 2, now)
-            .await
-    }
+/// SQLite's claim of one chosen trigger (in the writer's `BEGIN
+/// IMMEDIATE` transaction, after the candidate scan): `?1` owner, `?2` now,
+/// `?3` lease ms, `?4` trigger ([`crate::model::Transition::Claim`] and
+/// [`crate::model::Transition::TakeOver`]).
+pub(in crate::store) const CLAIM_ROW: &str = concat!(
+    "UPDATE triggers SET state = ",
+    trigger_state!(running),
+    ", lease_owner = ?1, lease_until = ?2 + ?3, \
+         fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
+     WHERE id = ?4 AND state IN (",
+    trigger_state!(pending),
+    ", ",
+    trigger_state!(retry_wait),
+    ", ",
+    trigger_state!(running),
+    ")"
+);
 
-    /// [`Store::trigger_claim_batch`] with an explicit share for retries:
-    /// up to `retry_slots` of the batch go to due `retry_wait` triggers
-    /// first, the rest to fresh work (pending, or running with an expired
-    /// lease), and slots either lane leaves empty go to the other. So a
-    /// backlog of retries can neither starve fresh triggers nor be starved
-    /// by them, and no slot is wasted.
-    pub async fn trigger_claim_batch_shared(
+/// PostgreSQL's claim of one lane: `UPDATE ... WHERE id IN (candidates
+/// ... FOR UPDATE SKIP LOCKED) RETURNING`. `?1` an injected now (tests),
+/// `?2` owner, `?3` lease ms, `?4` limit.
+macro_rules! claim_where_id_in {
+    ($candidates:expr) => {
+        concat!(
+            "WITH clock (now) AS (SELECT coalesce(?1, ",
+            now_ms!(),
+            ")) UPDATE triggers SET state = ",
+            trigger_state!(running),
+            ", lease_owner = ?2, \
+                 lease_until = (SELECT now FROM clock) + ?3, \
+                 fencing_token = fencing_token + 1, attempts = attempts + 1, \
+                 updated_at = (SELECT now FROM clock) \
+             WHERE id IN (",
+            $candidates,
+            ") RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, \
+                 tenant, plan_version, plan_key, scheduled_at, params, resource_group, \
+                 origin"
+        )
+    };
+}
+
+/// Due retries ([`crate::model::Transition::Claim`] from `retry_wait`).
+pub(in crate::store) const CLAIM_RETRIES: &str = claim_where_id_in!(concat!(
+    "SELECT id FROM triggers WHERE state = ",
+    trigger_state!(retry_wait),
+    " AND next_run_at <= (SELECT now FROM clock) \
+     ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
+    skip_locked!()
+));
+
+/// Pending and due, or running with an expired lease: two walks
+/// merged by the same order. Lapsed leases are found through
+/// `triggers_lease`, longest lapsed first, so the walk costs the
+/// batch, not the number of running triggers.
+/// ([`crate::model::Transition::Claim`] from `pending`,
+/// [`crate::model::Transition::TakeOver`] from `running`.)
+pub(in crate::store) const CLAIM_FRESH: &str = claim_where_id_in!(concat!(
+    "SELECT id FROM (\
+         SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
+             FROM triggers WHERE state = ",
+    trigger_state!(pending),
+    " AND next_run_at <= (SELECT now FROM clock) \
+             ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
+    skip_locked!(),
+    ") AS due \
+         UNION ALL \
+         SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
+             FROM triggers WHERE state = ",
+    trigger_state!(running),
+    " AND lease_until < (SELECT now FROM clock) \
+             ORDER BY lease_until LIMIT CAST(?4 AS INTEGER)",
+    skip_locked!(),
+    ") AS expired) AS fresh \
+     ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)"
+));
+
+impl Store {
+    /// [`RunnerStore::claim`] on either database.
+    pub(in crate::store) async fn claim_batch(
         &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        retry_slots: i64,
-        now: Option<i64>,
+        request: &ClaimRequest<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        let limit = limit.max(0);
-        let share = retry_slots.clamp(0, limit);
+        let limit = request.limit.max(0);
+        let share = request.retry_slots.clamp(0, limit);
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let (owner, lease_ms, now) = (request.owner, request.lease_ms, request.now);
         match self.dialect {
             Dialect::Sqlite => self.claim_sqlite(owner, lease_ms, limit, share, now).await,
             Dialect::Postgres => {
@@ -220,7 +285,7 @@ impl Store {
         let now = claimed[0].updated_at;
         // A trigger claimed again may have an earlier attempt: the total-time
         // budget counts from its first start, and an attempt still open
-        // belongs to a lease that lapsed (taken over now).
+        // belongs to a holder that is gone (taken over now).
         let again: Vec<i64> = claimed
             .iter()
             .filter(|c| c.attempts > 1)
@@ -276,7 +341,7 @@ impl Store {
                 first_started_at: first_started.get(&c.id).copied().unwrap_or(c.updated_at),
                 trigger_id: c.id,
                 attempt_no: c.attempts,
-                fencing_token: c.fencing_token,
+                fencing_token: FencingToken::new(c.fencing_token),
                 lease_until: c.lease_until,
                 job_id: c.job_id,
                 tenant: c.tenant,
@@ -302,52 +367,9 @@ impl Store {
         limit: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        macro_rules! claim_where_id_in {
-            ($candidates:expr) => {
-                concat!(
-                    "WITH clock (now) AS (SELECT coalesce(?1, ",
-                    now_ms!(),
-                    ")) \
-                     UPDATE triggers SET state = 'running', lease_owner = ?2, \
-                         lease_until = (SELECT now FROM clock) + ?3, \
-                         fencing_token = fencing_token + 1, attempts = attempts + 1, \
-                         updated_at = (SELECT now FROM clock) \
-                     WHERE id IN (",
-                    $candidates,
-                    ") RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, \
-                         tenant, plan_version, plan_key, scheduled_at, params, resource_group, \
-                         origin"
-                )
-            };
-        }
         let sql = match lane {
-            Lane::Retries => claim_where_id_in!(concat!(
-                "SELECT id FROM triggers \
-                 WHERE state = 'retry_wait' AND next_run_at <= (SELECT now FROM clock) \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!()
-            )),
-            // Pending and due, or running with an expired lease: two walks
-            // merged by the same order. Lapsed leases are found through
-            // `triggers_lease`, longest lapsed first, so the walk costs the
-            // batch, not the number of running triggers.
-            Lane::Fresh => claim_where_id_in!(concat!(
-                "SELECT id FROM (\
-                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-                         FROM triggers \
-                         WHERE state = 'pending' AND next_run_at <= (SELECT now FROM clock) \
-                         ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!(),
-                ") AS due \
-                     UNION ALL \
-                     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-                         FROM triggers \
-                         WHERE state = 'running' AND lease_until < (SELECT now FROM clock) \
-                         ORDER BY lease_until LIMIT CAST(?4 AS INTEGER)",
-                skip_locked!(),
-                ") AS expired) AS fresh \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)"
-            )),
+            Lane::Retries => CLAIM_RETRIES,
+            Lane::Fresh => CLAIM_FRESH,
         };
         Ok(sqlx::query_as(self.sql(sql))
             .bind(now)
@@ -380,25 +402,31 @@ fn claim_in(
     // for lapsed leases — so the cost follows the batch, not the backlog or
     // the number of running triggers. The walks read only index columns;
     // the rows are read once, for what the claim needs.
-    let mut scan = tx.prepare_cached(
+    let mut scan = tx.prepare_cached(concat!(
         "SELECT c.id, c.lane, c.priority, c.next_run_at, t.attempts, t.fencing_token, t.job_id, \
              t.tenant, t.plan_version, t.plan_key, t.scheduled_at, t.params, t.resource_group, \
              t.origin, CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
                  WHERE f.trigger_id = t.id) END \
          FROM (\
              SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = 'retry_wait' AND next_run_at <= ?1 \
+                 WHERE state = ",
+        trigger_state!(retry_wait),
+        " AND next_run_at <= ?1 \
                  ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
              UNION ALL \
              SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = 'pending' AND next_run_at <= ?1 \
+                 WHERE state = ",
+        trigger_state!(pending),
+        " AND next_run_at <= ?1 \
                  ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
              UNION ALL \
              SELECT * FROM (SELECT id, 2 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = 'running' AND lease_until < ?1 \
+                 WHERE state = ",
+        trigger_state!(running),
+        " AND lease_until < ?1 \
                  ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
-         JOIN triggers t ON t.id = c.id",
-    )?;
+         JOIN triggers t ON t.id = c.id"
+    ))?;
     let mut candidates: HashMap<i64, Candidate> = scan
         .query_map(rusqlite::params![now, limit], Candidate::from_row)?
         .map(|c| c.map(|c| (c.id, c)))
@@ -412,15 +440,13 @@ fn claim_in(
     let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
     let ids = |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
     let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
-    let mut claim = tx.prepare_cached(
-        "UPDATE triggers SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, \
-             fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
-         WHERE id = ?4",
-    )?;
-    // A lapsed lease leaves its attempt open: close it (taken over now).
-    // Only those can have one — an attempt ends in the same transaction
-    // that moves its trigger out of `running`.
-    let mut close_lapsed = tx.prepare_cached(
+    let mut claim = tx.prepare_cached(CLAIM_ROW)?;
+    // An attempt left open by a previous holder (a lapsed lease) is
+    // closed as taken over now. Every release path ends its attempt in the
+    // transaction that moves the trigger, so only a lapsed lease should
+    // leave one — but the claim does not rely on it, exactly as on
+    // PostgreSQL: any trigger claimed again gets its open attempts closed.
+    let mut close_open = tx.prepare_cached(
         "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
              error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
          WHERE ended_at IS NULL AND trigger_id = ?2",
@@ -439,8 +465,8 @@ fn claim_in(
                 "claim of trigger {id} updated {updated} rows"
             )));
         }
-        if c.lane == LAPSED {
-            close_lapsed.execute(rusqlite::params![now, id])?;
+        if c.attempts > 0 {
+            close_open.execute(rusqlite::params![now, id])?;
         }
         let (attempt_no, fencing_token) = (c.attempts + 1, c.fencing_token + 1);
         open_attempt.execute(rusqlite::params![
@@ -455,7 +481,7 @@ fn claim_in(
             trigger_id: id,
             attempt_id: tx.last_insert_rowid(),
             attempt_no,
-            fencing_token,
+            fencing_token: FencingToken::new(fencing_token),
             lease_until,
             job_id: c.job_id,
             tenant: c.tenant,

@@ -68,6 +68,12 @@ pub fn from_millis(ms: i64) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
+/// Formats an instant the canonical way, whole seconds:
+/// `2027-03-14T07:00:00Z` (plan keys, schedules).
+pub fn fmt_instant(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// RFC 3339 in UTC with a `Z`, millisecond precision only when needed.
 pub fn rfc3339(at: DateTime<Utc>) -> String {
     if at.timestamp_subsec_millis() == 0 {

@@ -1,5 +1,6 @@
-//! Capability manifests: what a component imports and exports, read from
-//! the binary at upload, stored with it, and shown to security reviewers.
+//! Capability manifests: what a component imports and exports (read from
+//! the binary at upload by the sandbox), stored with it, and shown to
+//! security reviewers — and the two checks made against them.
 //!
 //! Invariants:
 //! - a component is accepted only if every import is something this host
@@ -9,9 +10,6 @@
 //!   `paddock:job` interfaces is granted by its resource group.
 
 use serde::{Deserialize, Serialize};
-use wasmtime::Engine;
-use wasmtime::component::Component;
-use wasmtime::component::types::ComponentItem;
 
 /// The interfaces every job may import: the host provides them all.
 pub const HOST_INTERFACES: &[&str] = &[
@@ -59,43 +57,6 @@ pub enum CapabilityError {
          an admin can grant it with `paddock group set {group} --grant {import}`"
     )]
     NotGranted { import: String, group: String },
-}
-
-pub fn read_manifest(engine: &Engine, component: &Component) -> CapabilityManifest {
-    let ty = component.component_type();
-    let describe = |name: &str, item: &ComponentItem| {
-        let (kind, functions) = match item {
-            ComponentItem::ComponentInstance(instance) => (
-                "interface",
-                instance
-                    .exports(engine)
-                    .filter(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_)))
-                    .map(|(n, _)| n.to_string())
-                    .collect(),
-            ),
-            ComponentItem::ComponentFunc(_) => ("function", Vec::new()),
-            ComponentItem::CoreFunc(_) => ("core-function", Vec::new()),
-            ComponentItem::Module(_) => ("core-module", Vec::new()),
-            ComponentItem::Component(_) => ("component", Vec::new()),
-            ComponentItem::Type(_) => ("type", Vec::new()),
-            ComponentItem::Resource(_) => ("resource", Vec::new()),
-        };
-        Capability {
-            name: name.to_string(),
-            kind: kind.to_string(),
-            functions,
-        }
-    };
-    CapabilityManifest {
-        imports: ty
-            .imports(engine)
-            .map(|(name, e)| describe(name, &e.ty))
-            .collect(),
-        exports: ty
-            .exports(engine)
-            .map(|(name, e)| describe(name, &e.ty))
-            .collect(),
-    }
 }
 
 /// Whether `import` is one of the host's own interfaces (any 0.1.x).

@@ -1,0 +1,36 @@
+//! The domain: Paddock's rules as pure types and functions — no I/O, no
+//! database, no clock, no wasmtime. Every plane imports this layer; it
+//! imports no plane (checked by `tests/all/layers.rs`).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `state.rs` | the trigger state machine: [`TriggerState`], [`Transition`], [`AttemptOutcome`] |
+//! | `attempt.rs` | how an attempt ends: [`RunResult`], [`RunReport`], [`StopReason`], [`decide_end`] |
+//! | `retry.rs` | the retry budget: [`RetryPolicy`], backoff with jitter, budget checks |
+//! | `fencing.rs` | leases and their identities: [`FencingToken`], [`ShardGeneration`], [`LeaseRef`], [`Claim`], [`ShardLease`] |
+//! | `plan.rs` | plan specs, digests, canonical JSON, plan keys, shards |
+//! | `capability.rs` | capability manifests and the checks made against them |
+//! | `group.rs` | resource groups |
+//! | `audit.rs` | the audit log's hash chain |
+//! | `time.rs` | durations written for people; instants as ms since the epoch |
+
+pub mod attempt;
+pub mod audit;
+pub mod capability;
+pub mod fencing;
+pub mod group;
+pub mod plan;
+pub mod retry;
+pub mod state;
+pub mod time;
+
+pub use attempt::{
+    AttemptEnd, EndDecision, EndInputs, ErrorClass, ReleaseReason, RunReport, RunResult,
+    StopReason, TrapKind, decide_end,
+};
+pub use capability::CapabilityManifest;
+pub use fencing::{Claim, FencingToken, LeaseRef, ShardGeneration, ShardLease};
+pub use group::ResourceGroup;
+pub use plan::{ApplyOutcome, PlanKey, PlanSpec, canonical_json, plan_key, plan_key_ms, shard_of};
+pub use retry::{Budget, RetryPolicy};
+pub use state::{AttemptOutcome, Transition, TriggerState};

@@ -1,0 +1,401 @@
+//! The trigger state machine — the one home of a trigger's states, the
+//! transitions between them, and which of them are final.
+//!
+//! ```text
+//!                    ┌──────────────────────── cancel ───────────────────────┐
+//!                    │                                                        ▼
+//! (created) ──▶ manual ──approve──▶ pending ──claim──▶ running ──finish──▶ succeeded | failed
+//!     │                              ▲   ▲ │             │  ▲                 | cancelled | skipped
+//!     └──────────────────────────────┘   │ └── cancel ─▶ │  └─ take over (lease lapsed, token + 1)
+//!                                        │               ├──finish──▶ retry_wait ──claim──▶ running
+//!                                        └── release ────┘              └── cancel ──▶ cancelled
+//! ```
+//!
+//! - A trigger is created `pending` (due at `next_run_at`) or `manual`
+//!   (parked by the misfire policy until a person approves it).
+//! - **Claim** moves `pending` or `retry_wait` to `running` with a new
+//!   fencing token; a `running` trigger whose lease lapsed is **taken over**
+//!   the same way (`running → running`, token + 1).
+//! - **Finish** commits an attempt's end: `succeeded`, `failed`,
+//!   `cancelled`, `skipped` (overlap `forbid`) or `retry_wait`.
+//! - **Release** puts a `running` trigger back to `pending` without a
+//!   result: an overlap wait, a drain at shutdown, or a park behind an open
+//!   circuit breaker. The attempt is closed as `released` and does not
+//!   spend the retry budget.
+//! - **Cancel** ends a trigger that has not started; a running one is asked
+//!   to stop and ends through *finish*.
+//! - `succeeded`, `failed`, `cancelled` and `skipped` are final: a completed
+//!   trigger is never rewritten (DESIGN §3).
+//!
+//! Every state change the host makes names a [`Transition`]; the store's
+//! statements write exactly the transition's target and guard on exactly
+//! its sources (`store::guards` checks each statement against this table),
+//! and both migrations hold a CHECK constraint on the same set of states.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A trigger's state, as stored in `triggers.state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerState {
+    /// Due at `next_run_at`; claimable from then on.
+    Pending,
+    /// Held by a runner under a lease and a fencing token.
+    Running,
+    /// Failed transiently; claimable again at `next_run_at`.
+    RetryWait,
+    /// Final: the guest's output is the result.
+    Succeeded,
+    /// Final: a permanent failure, or the retry budget is spent.
+    Failed,
+    /// Final: cancelled by a person (or replaced by a newer run).
+    Cancelled,
+    /// Final: not run, by the overlap policy `forbid`.
+    Skipped,
+    /// Parked by the misfire policy until a person approves it.
+    Manual,
+}
+
+use TriggerState::*;
+
+impl TriggerState {
+    /// Every state, in the order the migrations' CHECK lists them.
+    pub const ALL: [TriggerState; 8] = [
+        Pending, Running, RetryWait, Succeeded, Failed, Cancelled, Skipped, Manual,
+    ];
+
+    /// The name stored in the database and shown to people.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Pending => "pending",
+            Running => "running",
+            RetryWait => "retry_wait",
+            Succeeded => "succeeded",
+            Failed => "failed",
+            Cancelled => "cancelled",
+            Skipped => "skipped",
+            Manual => "manual",
+        }
+    }
+
+    /// Final states: a trigger in one is never rewritten, and it gets a
+    /// `finished_at`.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Succeeded | Failed | Cancelled | Skipped)
+    }
+
+    /// Whether the state machine has any transition `self → to`.
+    pub fn can_move_to(self, to: TriggerState) -> bool {
+        Transition::ALL
+            .iter()
+            .any(|t| t.to().contains(&to) && t.from().contains(&self))
+    }
+}
+
+impl fmt::Display for TriggerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state name that is not one of [`TriggerState::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a trigger state")]
+pub struct UnknownState(pub String);
+
+impl FromStr for TriggerState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TriggerState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+impl TryFrom<String> for TriggerState {
+    type Error = UnknownState;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+/// Lets tests and reports compare with a state's stored name.
+impl PartialEq<&str> for TriggerState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for TriggerState {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// Every state change the host makes, by name. Each has the states it may
+/// start from and the states it may end in; the store's statement for it
+/// guards on exactly [`Transition::from`] and writes one of
+/// [`Transition::to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transition {
+    /// A new trigger: created due (`pending`) or parked for approval.
+    Create,
+    /// A runner takes a due trigger: token + 1, a lease, a new attempt.
+    Claim,
+    /// A runner takes over a trigger whose lease lapsed: token + 1.
+    TakeOver,
+    /// An attempt's end is committed under its token.
+    Finish,
+    /// An attempt ends without a result and its trigger is due again
+    /// (overlap wait, drain, circuit-breaker park).
+    Release,
+    /// A person approves a trigger parked by the misfire policy.
+    Approve,
+    /// A person cancels a trigger that has not started.
+    CancelUnstarted,
+}
+
+impl Transition {
+    pub const ALL: [Transition; 7] = [
+        Transition::Create,
+        Transition::Claim,
+        Transition::TakeOver,
+        Transition::Finish,
+        Transition::Release,
+        Transition::Approve,
+        Transition::CancelUnstarted,
+    ];
+
+    /// The states this transition starts from (none: it creates the row).
+    pub const fn from(self) -> &'static [TriggerState] {
+        match self {
+            Transition::Create => &[],
+            Transition::Claim => &[Pending, RetryWait],
+            Transition::TakeOver => &[Running],
+            Transition::Finish => &[Running],
+            Transition::Release => &[Running],
+            Transition::Approve => &[Manual],
+            Transition::CancelUnstarted => &[Pending, RetryWait, Manual],
+        }
+    }
+
+    /// The states this transition may end in.
+    pub const fn to(self) -> &'static [TriggerState] {
+        match self {
+            Transition::Create => &[Pending, Manual],
+            Transition::Claim | Transition::TakeOver => &[Running],
+            Transition::Finish => &[Succeeded, Failed, Cancelled, Skipped, RetryWait],
+            Transition::Release | Transition::Approve => &[Pending],
+            Transition::CancelUnstarted => &[Cancelled],
+        }
+    }
+
+    /// Whether this transition may move `from` to `to`.
+    pub fn allows(self, from: TriggerState, to: TriggerState) -> bool {
+        self.from().contains(&from) && self.to().contains(&to)
+    }
+
+    /// Whether this transition may end in `to`.
+    pub fn ends_in(self, to: TriggerState) -> bool {
+        self.to().contains(&to)
+    }
+}
+
+/// A trigger state as a quoted SQL literal, checked at compile time:
+/// `trigger_state!(running)` is `"'running'"`. Store statements spell
+/// states only through this macro (and the `state!` guards built on it), so
+/// a misspelt state does not compile.
+#[macro_export]
+macro_rules! trigger_state {
+    (pending) => {
+        "'pending'"
+    };
+    (running) => {
+        "'running'"
+    };
+    (retry_wait) => {
+        "'retry_wait'"
+    };
+    (succeeded) => {
+        "'succeeded'"
+    };
+    (failed) => {
+        "'failed'"
+    };
+    (cancelled) => {
+        "'cancelled'"
+    };
+    (skipped) => {
+        "'skipped'"
+    };
+    (manual) => {
+        "'manual'"
+    };
+}
+
+/// How an attempt ended, as stored in `attempts.outcome` (NULL while it
+/// runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Its output was committed.
+    Succeeded,
+    /// Its failure was committed (the trigger failed or waits to retry).
+    Failed,
+    /// Not run: the overlap policy skipped its trigger.
+    Skipped,
+    /// Ended without a verdict and its trigger is due again (overlap wait,
+    /// drain, breaker park); does not spend the retry budget.
+    Released,
+    /// Its result was refused: the commit gate closed or its token went
+    /// stale. The trigger was left to its lease.
+    LeaseLost,
+    /// Its lease lapsed and another runner took the trigger over.
+    Expired,
+}
+
+impl AttemptOutcome {
+    pub const ALL: [AttemptOutcome; 6] = [
+        AttemptOutcome::Succeeded,
+        AttemptOutcome::Failed,
+        AttemptOutcome::Skipped,
+        AttemptOutcome::Released,
+        AttemptOutcome::LeaseLost,
+        AttemptOutcome::Expired,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "succeeded",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Skipped => "skipped",
+            AttemptOutcome::Released => "released",
+            AttemptOutcome::LeaseLost => "lease_lost",
+            AttemptOutcome::Expired => "expired",
+        }
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AttemptOutcome {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AttemptOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+impl TryFrom<String> for AttemptOutcome {
+    type Error = UnknownState;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl PartialEq<&str> for AttemptOutcome {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completed_triggers_are_never_rewritten() {
+        for from in TriggerState::ALL.into_iter().filter(|s| s.is_terminal()) {
+            for to in TriggerState::ALL {
+                assert!(!from.can_move_to(to), "{from} -> {to}");
+            }
+            for t in Transition::ALL {
+                assert!(!t.from().contains(&from), "{t:?} starts from final {from}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_state_is_reachable_and_every_live_state_can_end() {
+        for state in TriggerState::ALL {
+            let reachable = Transition::ALL.iter().any(|t| t.to().contains(&state));
+            assert!(reachable, "{state} is never entered");
+            if !state.is_terminal() {
+                let leaves = TriggerState::ALL
+                    .into_iter()
+                    .any(|to| to != state && state.can_move_to(to));
+                assert!(leaves, "{state} has no way out");
+            }
+        }
+    }
+
+    #[test]
+    fn the_legal_moves_are_exactly_these() {
+        let legal: Vec<(TriggerState, TriggerState)> = TriggerState::ALL
+            .into_iter()
+            .flat_map(|from| TriggerState::ALL.into_iter().map(move |to| (from, to)))
+            .filter(|(from, to)| from.can_move_to(*to))
+            .collect();
+        let expected = [
+            (Pending, Running),
+            (Pending, Cancelled),
+            (Running, Pending),
+            (Running, Running),
+            (Running, RetryWait),
+            (Running, Succeeded),
+            (Running, Failed),
+            (Running, Cancelled),
+            (Running, Skipped),
+            (RetryWait, Running),
+            (RetryWait, Cancelled),
+            (Manual, Pending),
+            (Manual, Cancelled),
+        ];
+        let mut expected = expected.to_vec();
+        expected.sort();
+        let mut legal = legal;
+        legal.sort();
+        assert_eq!(legal, expected);
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for state in TriggerState::ALL {
+            assert_eq!(state.as_str().parse::<TriggerState>(), Ok(state));
+        }
+        for outcome in AttemptOutcome::ALL {
+            assert_eq!(outcome.as_str().parse::<AttemptOutcome>(), Ok(outcome));
+        }
+        assert_eq!(
+            "done".parse::<TriggerState>(),
+            Err(UnknownState("done".into()))
+        );
+    }
+
+    #[test]
+    fn the_sql_literals_are_the_stored_names() {
+        // An exhaustive match: a new state does not compile until it has a
+        // literal here and an arm in `trigger_state!`.
+        for state in TriggerState::ALL {
+            let literal = match state {
+                Pending => trigger_state!(pending),
+                Running => trigger_state!(running),
+                RetryWait => trigger_state!(retry_wait),
+                Succeeded => trigger_state!(succeeded),
+                Failed => trigger_state!(failed),
+                Cancelled => trigger_state!(cancelled),
+                Skipped => trigger_state!(skipped),
+                Manual => trigger_state!(manual),
+            };
+            assert_eq!(literal, format!("'{state}'"));
+        }
+    }
+}

@@ -1,0 +1,621 @@
+//! People's writes ([`ControlStore`]): registrations (components, plan
+//! versions and the schedules they register), resource groups and
+//! connectors, manual triggers, approvals and cancels, exception-ticket
+//! resolutions — each committed with its audit entry in one transaction.
+
+use super::columns::{connector_columns, effect_columns, exception_columns};
+use super::dialect::now_ms;
+use super::*;
+use crate::model::audit;
+use crate::model::plan::{ApplyDecision, decide_apply};
+use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
+use crate::trigger_state;
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+/// A person's cancel of a trigger that has not started
+/// ([`crate::model::Transition::CancelUnstarted`]).
+pub(super) const CANCEL_UNSTARTED: &str = concat!(
+    "UPDATE triggers SET state = ",
+    trigger_state!(cancelled),
+    ", error_class = 'cancelled', error_message = 'cancelled before it ran', finished_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE id = ? AND state IN (",
+    trigger_state!(pending),
+    ", ",
+    trigger_state!(retry_wait),
+    ", ",
+    trigger_state!(manual),
+    ")"
+);
+
+/// A person's approval of a trigger the misfire policy parked
+/// ([`crate::model::Transition::Approve`]).
+pub(super) const APPROVE: &str = concat!(
+    "UPDATE triggers SET state = ",
+    trigger_state!(pending),
+    ", next_run_at = ",
+    now_ms!(),
+    ", updated_at = ",
+    now_ms!(),
+    " WHERE id = ? AND state = ",
+    trigger_state!(manual)
+);
+
+fn row_digest(effect: &Option<EffectRecord>) -> String {
+    let value = serde_json::to_value(effect).unwrap_or_default();
+    hex::encode(Sha256::digest(canonical_json(&value).as_bytes()))
+}
+
+#[async_trait]
+impl ControlStore for Store {
+    /// Append one audit entry on its own (for decisions that store nothing
+    /// else, such as a refused registration).
+    async fn audit_record(
+        &self,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        self.audit_append(&mut tx, actor, action, subject, detail)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Create or replace a group's limits, audited.
+    async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
+             max_concurrency, grants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (name) DO UPDATE SET fuel_per_attempt = excluded.fuel_per_attempt, \
+             memory_bytes = excluded.memory_bytes, deadline_ms = excluded.deadline_ms, \
+             max_concurrency = excluded.max_concurrency, grants = excluded.grants, \
+             updated_at = excluded.updated_at"
+        )))
+        .bind(&group.name)
+        .bind(group.fuel_per_attempt)
+        .bind(group.memory_bytes)
+        .bind(group.deadline_ms)
+        .bind(group.max_concurrency)
+        .bind(&group.grants)
+        .execute(&mut *tx)
+        .await?;
+        self.audit_append(
+            &mut tx,
+            actor,
+            "group.put",
+            &group.name,
+            serde_json::to_value(group).unwrap_or_default(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Store a checked component. Returns whether it was new (false: the
+    /// same bytes were pushed before — an idempotent hit).
+    async fn component_put(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+        manifest_json: &str,
+        actor: &str,
+    ) -> StoreResult<bool> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        let inserted = sqlx::query(self.sql(concat!(
+            "INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at) \
+             VALUES (?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ") ON CONFLICT (digest) DO NOTHING"
+        )))
+        .bind(digest)
+        .bind(bytes.len() as i64)
+        .bind(bytes)
+        .bind(manifest_json)
+        .bind(actor)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            let manifest: serde_json::Value =
+                serde_json::from_str(manifest_json).unwrap_or_default();
+            self.audit_append(
+                &mut tx,
+                actor,
+                "component.push",
+                &format!("sha256:{digest}"),
+                serde_json::json!({ "size_bytes": bytes.len(), "manifest": manifest }),
+            )
+            .await?;
+        } else {
+            self.counter_add_in(&mut *tx, "component_idempotent_hits", 1)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    /// Apply a plan for `job_id`: an idempotent hit, a new version, or a
+    /// refusal (audited) — decided and written in one transaction.
+    async fn plan_apply(
+        &self,
+        job_id: &str,
+        spec: &PlanSpec,
+        schedule: Option<&str>,
+        requested_version: Option<u32>,
+        actor: &str,
+    ) -> StoreResult<ApplyOutcome> {
+        let digest = spec.digest();
+        let (mut tx, _turn) = self.begin_write().await?;
+        let owner: Option<String> =
+            sqlx::query_scalar(self.sql("SELECT tenant FROM jobs WHERE job_id = ?"))
+                .bind(job_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
+            self.audit_append(
+                &mut tx,
+                actor,
+                "plan.rejected",
+                job_id,
+                serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant }),
+            )
+            .await?;
+            tx.commit().await?;
+            return Err(StoreError::Conflict(format!(
+                "job '{job_id}' belongs to tenant '{owner}', not '{}'",
+                spec.tenant
+            )));
+        }
+        let versions: Vec<(i64, String)> =
+            sqlx::query_as(self.sql("SELECT version, digest FROM plan_versions WHERE job_id = ?"))
+                .bind(job_id)
+                .fetch_all(&mut *tx)
+                .await?;
+        let versions: Vec<(u32, String)> =
+            versions.into_iter().map(|(v, d)| (v as u32, d)).collect();
+        let outcome = match decide_apply(&versions, requested_version, &digest) {
+            ApplyDecision::Existing { version } => {
+                self.counter_add_in(&mut *tx, "plan_idempotent_hits", 1)
+                    .await?;
+                ApplyOutcome::Unchanged { version, digest }
+            }
+            ApplyDecision::Create { version } => {
+                sqlx::query(self.sql(concat!(
+                    "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) \
+                     VALUES (?, ?, ?, ",
+                    now_ms!(),
+                    ", ",
+                    now_ms!(),
+                    ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
+                     updated_at = excluded.updated_at"
+                )))
+                .bind(job_id)
+                .bind(&spec.tenant)
+                .bind(version as i64)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(self.sql(concat!(
+                    "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
+                     resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
+                    now_ms!(),
+                    ")"
+                )))
+                .bind(job_id)
+                .bind(version as i64)
+                .bind(&digest)
+                .bind(spec.canonical())
+                .bind(&spec.component)
+                .bind(&spec.resource_group)
+                .bind(actor)
+                .execute(&mut *tx)
+                .await?;
+                self.job_schedule_sync(&mut tx, job_id, version, spec, schedule)
+                    .await?;
+                self.audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.created",
+                    job_id,
+                    serde_json::json!({ "version": version, "digest": digest }),
+                )
+                .await?;
+                ApplyOutcome::Created { version, digest }
+            }
+            ApplyDecision::VersionConflict {
+                version,
+                stored_digest,
+            } => {
+                self.audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.rejected",
+                    job_id,
+                    serde_json::json!({
+                        "reason": "version_conflict", "version": version,
+                        "stored_digest": stored_digest, "submitted_digest": digest,
+                    }),
+                )
+                .await?;
+                tx.commit().await?;
+                return Err(StoreError::Conflict(format!(
+                    "job '{job_id}' version {version} already exists with different content \
+                     (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
+                )));
+            }
+            ApplyDecision::NotNext { requested, latest } => {
+                self.audit_append(
+                    &mut tx,
+                    actor,
+                    "plan.rejected",
+                    job_id,
+                    serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest }),
+                )
+                .await?;
+                tx.commit().await?;
+                return Err(StoreError::Conflict(format!(
+                    "job '{job_id}': version {requested} is not the next version (latest is {latest})"
+                )));
+            }
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Create a trigger, or return the existing one with the same plan key
+    /// (`false`). The plan key is `job@scheduled_at@vN[#partition]`.
+    async fn trigger_create(&self, new: &NewTrigger) -> StoreResult<(TriggerRecord, bool)> {
+        let job = self
+            .job_get(&new.job_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("job '{}'", new.job_id)))?;
+        let version = new
+            .plan_version
+            .map(i64::from)
+            .unwrap_or(job.latest_version);
+        let plan = self.plan_get(&new.job_id, version).await?;
+        let spec: PlanSpec = serde_json::from_str(&plan.spec)
+            .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
+        let scheduled_at = match new.scheduled_at {
+            Some(at) => at,
+            None => self.now_ms().await?,
+        };
+        let plan_key = plan_key_ms(
+            &new.job_id,
+            scheduled_at,
+            version as u32,
+            new.partition_key.as_deref(),
+        );
+        let inserted = sqlx::query(self.sql(concat!(
+            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
+             scheduled_at, partition_key, params, state, priority, next_run_at, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+            trigger_state!(pending),
+            ", ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (plan_key) DO NOTHING"
+        )))
+        .bind(&plan_key)
+        .bind(&new.job_id)
+        .bind(version)
+        .bind(&job.tenant)
+        .bind(&plan.resource_group)
+        .bind(&new.origin)
+        .bind(scheduled_at)
+        .bind(&new.partition_key)
+        .bind(canonical_json(&new.params))
+        .bind(spec.priority as i64)
+        .bind(scheduled_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            self.announce_due(&self.pool, scheduled_at).await?;
+        }
+        let record = self.trigger_by_key(&plan_key).await?;
+        Ok((record, inserted))
+    }
+
+    /// Approve a parked (`manual`) trigger: it becomes pending, audited.
+    async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        let updated = sqlx::query(self.sql(APPROVE))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if updated == 0 {
+            return Err(StoreError::Conflict(format!(
+                "trigger {id} is not waiting for approval"
+            )));
+        }
+        self.audit_append(
+            &mut tx,
+            actor,
+            "trigger.approve",
+            &id.to_string(),
+            serde_json::json!({ "reason": reason }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn trigger_request_cancel(&self, id: i64) -> StoreResult<bool> {
+        let cancelled = sqlx::query(self.sql(CANCEL_UNSTARTED))
+            .bind(id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if cancelled == 1 {
+            return Ok(true);
+        }
+        self.request_stop(id).await
+    }
+
+    /// Create or replace a connector, audited.
+    async fn connector_put(&self, c: &ConnectorRecord, actor: &str) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO connectors (",
+            connector_columns!(),
+            ", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, base_url = excluded.base_url, \
+             timeout_ms = excluded.timeout_ms, permits = excluded.permits, \
+             rate_per_sec = excluded.rate_per_sec, compares_tokens = excluded.compares_tokens, \
+             queryable = excluded.queryable, idempotent = excluded.idempotent, \
+             breaker_failure_rate = excluded.breaker_failure_rate, \
+             breaker_min_calls = excluded.breaker_min_calls, \
+             breaker_window_ms = excluded.breaker_window_ms, \
+             breaker_open_ms = excluded.breaker_open_ms, updated_at = excluded.updated_at"
+        )))
+        .bind(&c.name)
+        .bind(&c.kind)
+        .bind(&c.base_url)
+        .bind(c.timeout_ms)
+        .bind(c.permits)
+        .bind(c.rate_per_sec)
+        .bind(c.compares_tokens as i64)
+        .bind(c.queryable as i64)
+        .bind(c.idempotent as i64)
+        .bind(c.breaker_failure_rate)
+        .bind(c.breaker_min_calls)
+        .bind(c.breaker_window_ms)
+        .bind(c.breaker_open_ms)
+        .execute(&mut *tx)
+        .await?;
+        self.audit_append(
+            &mut tx,
+            actor,
+            "connector.put",
+            &c.name,
+            serde_json::to_value(c).unwrap_or_default(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Resolve an open ticket with one of its allowed actions. Writes the
+    /// new facts on the effect (never deleting the record), the ticket's
+    /// before/after digests, and an audit entry — in one transaction.
+    async fn exception_resolve(
+        &self,
+        id: i64,
+        action: &str,
+        actor: &str,
+        reason: &str,
+    ) -> StoreResult<ExceptionRecord> {
+        if actor.trim().is_empty() || reason.trim().is_empty() {
+            return Err(StoreError::Conflict(
+                "resolving an exception needs an actor and a reason".into(),
+            ));
+        }
+        let (mut tx, _turn) = self.begin_write().await?;
+        let ticket: ExceptionRecord = sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            exception_columns!(),
+            " FROM exceptions WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("exception {id}")))?;
+        if ticket.state != "open" {
+            return Err(StoreError::Conflict(format!(
+                "exception {id} is already {} ({} by {})",
+                ticket.state,
+                ticket.resolution.as_deref().unwrap_or("?"),
+                ticket.resolved_by.as_deref().unwrap_or("?")
+            )));
+        }
+        if !ticket.allowed().iter().any(|a| a == action) {
+            return Err(StoreError::Conflict(format!(
+                "action '{action}' is not allowed for exception {id}; allowed: {}",
+                ticket.allowed().join(", ")
+            )));
+        }
+        let before = self
+            .effect_in(&mut tx, ticket.effect_key.as_deref())
+            .await?;
+        let by = format!("ticket:{id}");
+        if let Some(key) = &ticket.effect_key {
+            let sql = match action {
+                "mark_succeeded" => Some(concat!(
+                    "UPDATE effects SET state = 'succeeded', resolved_by = ?, updated_at = ",
+                    now_ms!(),
+                    " WHERE idempotency_key = ?"
+                )),
+                "mark_failed" => Some(concat!(
+                    "UPDATE effects SET state = 'failed', resolved_by = ?, updated_at = ",
+                    now_ms!(),
+                    " WHERE idempotency_key = ?"
+                )),
+                // A fresh send budget; the same key keeps the downstream idempotent.
+                "resend" => Some(concat!(
+                    "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?, updated_at = ",
+                    now_ms!(),
+                    " WHERE idempotency_key = ?"
+                )),
+                _ => None,
+            };
+            if let Some(sql) = sql {
+                sqlx::query(self.sql(sql))
+                    .bind(&by)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        let after = self
+            .effect_in(&mut tx, ticket.effect_key.as_deref())
+            .await?;
+        let (before_digest, after_digest) = (row_digest(&before), row_digest(&after));
+        sqlx::query(self.sql(concat!(
+            "UPDATE exceptions SET state = 'resolved', resolution = ?, resolved_by = ?, reason = ?, \
+             before_digest = ?, after_digest = ?, resolved_at = ",
+            now_ms!(),
+            " WHERE id = ? AND state = 'open'"
+        )))
+        .bind(action)
+        .bind(actor)
+        .bind(reason)
+        .bind(&before_digest)
+        .bind(&after_digest)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        self.audit_append(
+            &mut tx,
+            actor,
+            "exception.resolve",
+            &format!("exception:{id}"),
+            serde_json::json!({
+                "kind": ticket.kind, "subject": ticket.subject, "action": action,
+                "reason": reason, "effect_key": ticket.effect_key,
+                "before_digest": before_digest, "after_digest": after_digest,
+            }),
+        )
+        .await?;
+        tx.commit().await?;
+        self.exception_get(id).await
+    }
+}
+
+impl Store {
+    /// Append an entry inside `tx`, chained to the last one.
+    pub(super) async fn audit_append(
+        &self,
+        tx: &mut Tx,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        // Read-then-append: on PostgreSQL two processes could read the same
+        // last entry; the lock makes them take turns (SQLite's write lock
+        // already does).
+        if let Some(lock) = self.dialect.serialize_appends() {
+            sqlx::query(lock).execute(&mut **tx).await?;
+        }
+        let last: Option<(i64, String)> =
+            sqlx::query_as(self.sql("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"))
+                .fetch_optional(&mut **tx)
+                .await?;
+        let (seq, prev) = match last {
+            Some((s, h)) => (s + 1, h),
+            None => (1, audit::GENESIS.to_string()),
+        };
+        let at: i64 = sqlx::query_scalar(self.sql(concat!("SELECT ", now_ms!())))
+            .fetch_one(&mut **tx)
+            .await?;
+        let detail = canonical_json(&detail);
+        let hash = audit::entry_hash(&prev, seq, at, actor, action, subject, &detail);
+        sqlx::query(self.sql(
+            "INSERT INTO audit_log (seq, at, actor, action, subject, detail, prev_hash, hash) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        ))
+        .bind(seq)
+        .bind(at)
+        .bind(actor)
+        .bind(action)
+        .bind(subject)
+        .bind(&detail)
+        .bind(&prev)
+        .bind(&hash)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Keep `job_schedules` in step with a job's newest plan version: a
+    /// time-based schedule is (re)registered in its shard; manual-only
+    /// removes it. Runs inside the registration's transaction.
+    pub(super) async fn job_schedule_sync(
+        &self,
+        tx: &mut Tx,
+        job_id: &str,
+        version: u32,
+        spec: &PlanSpec,
+        schedule: Option<&str>,
+    ) -> StoreResult<()> {
+        let Some(schedule) = schedule else {
+            sqlx::query(self.sql("DELETE FROM job_schedules WHERE job_id = ?"))
+                .bind(job_id)
+                .execute(&mut **tx)
+                .await?;
+            return Ok(());
+        };
+        let shards: i64 = sqlx::query_scalar(self.sql("SELECT count(*) FROM schedule_shards"))
+            .fetch_one(&mut **tx)
+            .await?;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group, \
+             priority, active_from, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (job_id) DO UPDATE SET plan_version = excluded.plan_version, \
+             spec = excluded.spec, tenant = excluded.tenant, resource_group = excluded.resource_group, \
+             priority = excluded.priority, active_from = excluded.active_from, updated_at = excluded.updated_at"
+        )))
+        .bind(job_id)
+        .bind(version as i64)
+        .bind(shard_of(job_id, shards as u32) as i64)
+        .bind(schedule)
+        .bind(&spec.tenant)
+        .bind(&spec.resource_group)
+        .bind(spec.priority as i64)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn effect_in(&self, tx: &mut Tx, key: Option<&str>) -> StoreResult<Option<EffectRecord>> {
+        let Some(key) = key else { return Ok(None) };
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            effect_columns!(),
+            " FROM effects WHERE idempotency_key = ?"
+        )))
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?)
+    }
+}

@@ -1,0 +1,166 @@
+//! The store's state guards checked against the state machine
+//! ([`crate::model::state`]): every statement that changes a trigger's
+//! state writes exactly a target of its [`Transition`] and guards on
+//! exactly its sources, and both migrations' CHECK constraints hold exactly
+//! [`TriggerState::ALL`]. (Statements spell states through
+//! `trigger_state!`, so a misspelt state does not compile; these tests
+//! catch a right spelling in the wrong place.)
+
+use super::control::{APPROVE, CANCEL_UNSTARTED};
+use super::runner::{
+    CHECKPOINT_SAVE, CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW, FINISH_TRIGGER, RELEASE_TRIGGER, RENEW,
+};
+use crate::model::{Transition, TriggerState};
+use std::collections::BTreeSet;
+
+/// The quoted names in `text` right after `key` (`state = 'x'` or
+/// `state IN ('x', 'y')`), with or without a table prefix.
+fn quoted_after(text: &str, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(key) {
+        let preceded = &rest[..at];
+        let after = &rest[at + key.len()..];
+        // `state` must be a whole word (not `..._state`).
+        let whole = preceded
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        if whole {
+            let list = if let Some(list) = after.strip_prefix(" IN (") {
+                &list[..list.find(')').expect("closed IN list")]
+            } else if let Some(one) = after.strip_prefix(" = '") {
+                &one[..one.find('\'').expect("closed literal")]
+            } else {
+                ""
+            };
+            found.extend(
+                list.split(',')
+                    .map(|s| s.trim().trim_matches('\'').to_string())
+                    .filter(|s| !s.is_empty() && !s.starts_with('?')),
+            );
+        }
+        rest = after;
+    }
+    found
+}
+
+/// (states written, states guarded) of one statement: the `SET state`
+/// literal, and every other `state` literal after its first `WHERE`.
+fn states_of(sql: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (head, tail) = sql.split_once(" WHERE ").unwrap_or((sql, ""));
+    let written = quoted_after(head, "SET state").into_iter().collect();
+    let guarded = quoted_after(tail, "state").into_iter().collect();
+    (written, guarded)
+}
+
+fn names(states: &[TriggerState]) -> BTreeSet<String> {
+    states.iter().map(|s| s.as_str().to_string()).collect()
+}
+
+/// Every state-changing statement, with the transitions it makes.
+fn statements() -> Vec<(&'static str, &'static str, Vec<Transition>)> {
+    vec![
+        (
+            "claim (SQLite)",
+            CLAIM_ROW,
+            vec![Transition::Claim, Transition::TakeOver],
+        ),
+        (
+            "claim retries (PostgreSQL)",
+            CLAIM_RETRIES,
+            vec![Transition::Claim],
+        ),
+        (
+            "claim fresh (PostgreSQL)",
+            CLAIM_FRESH,
+            vec![Transition::Claim, Transition::TakeOver],
+        ),
+        ("finish", FINISH_TRIGGER, vec![Transition::Finish]),
+        ("release", RELEASE_TRIGGER, vec![Transition::Release]),
+        ("approve", APPROVE, vec![Transition::Approve]),
+        (
+            "cancel unstarted",
+            CANCEL_UNSTARTED,
+            vec![Transition::CancelUnstarted],
+        ),
+    ]
+}
+
+#[test]
+fn every_state_change_writes_a_target_and_guards_on_the_sources_of_its_transition() {
+    for (name, sql, transitions) in statements() {
+        let (written, guarded) = states_of(sql);
+        let targets: BTreeSet<String> = transitions.iter().flat_map(|t| names(t.to())).collect();
+        let sources: BTreeSet<String> = transitions.iter().flat_map(|t| names(t.from())).collect();
+        assert!(
+            written.is_subset(&targets),
+            "{name} writes {written:?}, its transitions allow {targets:?}\n{sql}"
+        );
+        if transitions.len() == 1 && !name.contains("PostgreSQL") {
+            assert_eq!(guarded, sources, "{name} guards on the wrong states\n{sql}");
+        } else {
+            // A claim lane (PostgreSQL) walks one source state of its
+            // transitions; together the lanes cover them all (below).
+            assert!(
+                !guarded.is_empty() && guarded.is_subset(&sources),
+                "{name} guards on {guarded:?}, its transitions start from {sources:?}\n{sql}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_claim_lanes_together_cover_every_claimable_state() {
+    let (_, retries) = states_of(CLAIM_RETRIES);
+    let (_, fresh) = states_of(CLAIM_FRESH);
+    let covered: BTreeSet<String> = retries.union(&fresh).cloned().collect();
+    let claimable = names(Transition::Claim.from())
+        .union(&names(Transition::TakeOver.from()))
+        .cloned()
+        .collect();
+    assert_eq!(covered, claimable);
+    assert_eq!(states_of(CLAIM_ROW).1, claimable, "SQLite's claim");
+}
+
+#[test]
+fn writes_under_a_trigger_lease_guard_on_running_only() {
+    for (name, sql) in [("heartbeat", RENEW), ("checkpoint", CHECKPOINT_SAVE)] {
+        let (written, guarded) = states_of(sql);
+        assert!(written.is_empty(), "{name} must not change the state");
+        assert_eq!(guarded, names(&[TriggerState::Running]), "{name}\n{sql}");
+    }
+}
+
+#[test]
+fn both_migrations_check_exactly_the_state_machines_states() {
+    for (database, migration) in [
+        (
+            "sqlite",
+            include_str!("../../../migrations/sqlite/0007_trigger_state_check.sql"),
+        ),
+        (
+            "postgres",
+            include_str!("../../../migrations/postgres/0007_trigger_state_check.sql"),
+        ),
+    ] {
+        let check = migration
+            .split_once("CHECK (state IN (")
+            .map(|(_, rest)| &rest[..rest.find(')').expect("closed CHECK")])
+            .unwrap_or_else(|| panic!("{database}: no CHECK on triggers.state"));
+        let listed: BTreeSet<String> = check
+            .split(',')
+            .map(|s| s.trim().trim_matches('\'').to_string())
+            .collect();
+        assert_eq!(listed, names(&TriggerState::ALL), "{database}");
+    }
+}
+
+#[test]
+fn the_guard_reader_reads_guards() {
+    let (written, guarded) = states_of(
+        "UPDATE triggers SET state = 'pending', x = 1 WHERE t.state IN ('a', 'b') AND error_state = 'z'",
+    );
+    assert_eq!(written, ["pending".to_string()].into());
+    assert_eq!(guarded, ["a".to_string(), "b".to_string()].into());
+}

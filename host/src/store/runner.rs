@@ -1,0 +1,172 @@
+//! The execution plane's store ([`RunnerStore`]): claims ([`claim`]),
+//! heartbeats, checkpoints, and how attempts end ([`commit`]). Every write
+//! here is made under a trigger lease and fenced by its token in the same
+//! statement (see [`super::fence`]).
+
+mod claim;
+mod commit;
+
+use super::dialect::now_ms;
+use super::fence::lease_fence;
+use super::*;
+use crate::model::{AttemptEnd, Claim, LeaseRef, ReleaseReason};
+use crate::trigger_state;
+use async_trait::async_trait;
+
+#[cfg(test)]
+pub(super) use claim::{CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW};
+#[cfg(test)]
+pub(super) use commit::{FINISH_TRIGGER, RELEASE_TRIGGER};
+
+/// The fenced heartbeat (SQLite spelling): `?1` lease ms, `?2` trigger,
+/// `?3` token, `?4` owner.
+pub(in crate::store) const RENEW: &str = concat!(
+    "UPDATE triggers SET lease_until = ",
+    now_ms!(),
+    " + ?1, updated_at = ",
+    now_ms!(),
+    " WHERE ",
+    lease_fence!("triggers", id = "?2", token = "?3"),
+    " AND lease_owner = ?4 RETURNING lease_until, cancel_requested"
+);
+
+/// The fenced checkpoint write: `?1` trigger, `?2` token, `?3` data.
+pub(in crate::store) const CHECKPOINT_SAVE: &str = concat!(
+    "INSERT INTO checkpoints (trigger_id, seq, data, fencing_token, saved_at) \
+     SELECT t.id, coalesce((SELECT c.seq FROM checkpoints c WHERE c.trigger_id = t.id), 0) + 1, \
+         ?3, t.fencing_token, ",
+    now_ms!(),
+    " FROM triggers t WHERE ",
+    lease_fence!("t", id = "?1", token = "?2"),
+    " ON CONFLICT (trigger_id) DO UPDATE SET seq = excluded.seq, data = excluded.data, \
+         fencing_token = excluded.fencing_token, saved_at = excluded.saved_at \
+     RETURNING seq"
+);
+
+#[async_trait]
+impl RunnerStore for Store {
+    async fn claim(&self, request: &ClaimRequest<'_>) -> StoreResult<Vec<Claim>> {
+        self.claim_batch(request).await
+    }
+
+    async fn lease_renew(
+        &self,
+        lease: &LeaseRef,
+        lease_ms: i64,
+        progress_seq: i64,
+    ) -> StoreResult<Renewal> {
+        let (mut tx, turn) = self.begin_write().await?;
+        let renewed: Option<(i64, i64)> = sqlx::query_as(self.sql(RENEW))
+            .bind(lease_ms)
+            .bind(lease.trigger_id)
+            .bind(lease.fencing_token.get())
+            .bind(&lease.owner)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some((until, cancel)) = renewed else {
+            tx.rollback().await?;
+            // The next writer need not wait for the bookkeeping.
+            drop(turn);
+            return Err(self.lease_lost(lease, "heartbeat").await);
+        };
+        sqlx::query(self.sql(concat!(
+            "UPDATE attempts SET heartbeat_at = ",
+            now_ms!(),
+            ", lease_until = ?, progress_seq = ? WHERE id = ? AND fencing_token = ?"
+        )))
+        .bind(until)
+        .bind(progress_seq)
+        .bind(lease.attempt_id)
+        .bind(lease.fencing_token.get())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Renewal {
+            lease_until: until,
+            cancel_requested: cancel != 0,
+        })
+    }
+
+    async fn checkpoint_save(&self, lease: &LeaseRef, data: &[u8]) -> StoreResult<i64> {
+        let seq: Option<i64> = sqlx::query_scalar(self.sql(CHECKPOINT_SAVE))
+            .bind(lease.trigger_id)
+            .bind(lease.fencing_token.get())
+            .bind(data)
+            .fetch_optional(&self.pool)
+            .await?;
+        match seq {
+            Some(seq) => Ok(seq),
+            None => Err(self.lease_lost(lease, "checkpoint").await),
+        }
+    }
+
+    async fn attempt_finish_batch(
+        &self,
+        ends: &[(LeaseRef, AttemptEnd)],
+    ) -> StoreResult<Vec<StoreResult<()>>> {
+        self.finish_batch(ends).await
+    }
+
+    async fn attempt_release(
+        &self,
+        lease: &LeaseRef,
+        end: &AttemptEnd,
+        reason: ReleaseReason,
+        why: &str,
+        delay_ms: i64,
+    ) -> StoreResult<()> {
+        self.release(lease, end, reason, why, delay_ms).await
+    }
+
+    async fn attempt_abandon(
+        &self,
+        lease: &LeaseRef,
+        end: &AttemptEnd,
+        why: &str,
+    ) -> StoreResult<bool> {
+        self.abandon(lease, end, why).await
+    }
+
+    async fn released_before(&self, trigger_id: i64, attempt_id: i64) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar(self.sql(
+            "SELECT count(*) FROM attempts \
+             WHERE trigger_id = ? AND id < ? AND outcome = 'released'",
+        ))
+        .bind(trigger_id)
+        .bind(attempt_id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Running triggers of a job that were scheduled before trigger `mine`
+    /// (earlier `scheduled_at`, or the same and a lower id), oldest first,
+    /// with their lease still live. Only older runs count against a new
+    /// one, so two runs checking each other at once never both yield.
+    async fn job_running_before(&self, job_id: &str, mine: i64) -> StoreResult<Vec<i64>> {
+        Ok(sqlx::query_scalar(self.sql(concat!(
+            "SELECT r.id FROM triggers r, triggers m WHERE m.id = ?2 AND r.job_id = ?1 \
+             AND r.state = ",
+            trigger_state!(running),
+            " AND r.lease_until >= ",
+            now_ms!(),
+            " AND (r.scheduled_at < m.scheduled_at OR (r.scheduled_at = m.scheduled_at AND r.id < m.id)) \
+             ORDER BY r.scheduled_at, r.id"
+        )))
+        .bind(job_id)
+        .bind(mine)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn request_stop(&self, trigger_id: i64) -> StoreResult<bool> {
+        Ok(sqlx::query(self.sql(concat!(
+            "UPDATE triggers SET cancel_requested = 1 WHERE id = ? AND state = ",
+            trigger_state!(running)
+        )))
+        .bind(trigger_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+}

@@ -1,0 +1,225 @@
+//! The shape of the library, checked: the planes are layered (a plane
+//! imports only planes below it, and the domain `model` imports none), no
+//! production file is over 800 lines and no production function over 100.
+//! `docs/architecture.md` draws the same layers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The library's top-level modules by layer: a module may use only modules
+/// on a lower layer (and itself).
+const LAYERS: &[(&str, u32)] = &[
+    ("model", 0),
+    ("store", 1),
+    ("sandbox", 1),
+    ("schedule", 2),
+    ("effects", 2),
+    ("registry", 3),
+    ("lease", 3),
+    ("node", 4),
+];
+
+/// Macros exported at the crate root, by the module that defines them.
+const ROOT_MACROS: &[(&str, &str)] = &[("trigger_state", "model")];
+
+const MAX_FILE_LINES: usize = 800;
+const MAX_FN_LINES: usize = 100;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The library's files (not the binary's), with the top-level module each
+/// belongs to.
+fn library_files() -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let rel = path.strip_prefix(src()).unwrap();
+            let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+            let module = first.trim_end_matches(".rs").to_string();
+            (module != "bin" && module != "lib" && module != "main").then_some((module, path))
+        })
+        .collect()
+}
+
+/// The text of a file without its `#[cfg(test)]` modules and test files.
+fn production_text(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let rel = path
+        .strip_prefix(src())
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    if rel.contains("/tests/") || rel.ends_with("/tests.rs") || rel.ends_with("guards.rs") {
+        return None;
+    }
+    Some(match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    })
+}
+
+/// The top-level modules a file refers to through `crate::`.
+fn crate_refs(text: &str) -> Vec<String> {
+    let mut refs = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if let Some((_, owner)) = ROOT_MACROS.iter().find(|(m, _)| *m == name) {
+            refs.push(owner.to_string());
+        } else if !name.is_empty() && name != "Store" {
+            refs.push(name);
+        }
+        rest = after;
+    }
+    refs
+}
+
+#[test]
+fn no_plane_imports_a_plane_above_it_and_the_model_imports_none() {
+    let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+    let mut upward = Vec::new();
+    for (module, path) in library_files() {
+        let Some(text) = production_text(&path) else {
+            continue;
+        };
+        let own = *layer
+            .get(module.as_str())
+            .unwrap_or_else(|| panic!("{module} has no layer in LAYERS"));
+        for used in crate_refs(&text) {
+            if used == module {
+                continue;
+            }
+            let theirs = *layer.get(used.as_str()).unwrap_or_else(|| {
+                panic!("{} uses crate::{used}, which has no layer", path.display())
+            });
+            if theirs >= own {
+                upward.push(format!(
+                    "{} ({module}, layer {own}) uses {used} (layer {theirs})",
+                    path.display()
+                ));
+            }
+        }
+    }
+    upward.sort();
+    upward.dedup();
+    assert!(
+        upward.is_empty(),
+        "imports that do not go down:\n{}",
+        upward.join("\n")
+    );
+}
+
+/// (name, first line, lines) of every function in `text`.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let Some(after) = ["fn ", "pub fn ", "async fn ", "pub async fn "]
+            .iter()
+            .chain(
+                [
+                    "pub(crate) fn ",
+                    "pub(super) fn ",
+                    "pub(crate) async fn ",
+                    "pub(super) async fn ",
+                ]
+                .iter(),
+            )
+            .chain(
+                [
+                    "pub(in crate::store) fn ",
+                    "pub(in crate::store) async fn ",
+                    "const fn ",
+                    "pub const fn ",
+                ]
+                .iter(),
+            )
+            .find_map(|p| trimmed.strip_prefix(p))
+        else {
+            continue;
+        };
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // Find the body's opening brace (a declaration ending in `;` has none).
+        let mut depth = 0i32;
+        let mut opened = false;
+        let mut end = None;
+        'scan: for (j, body_line) in lines.iter().enumerate().skip(i) {
+            for c in body_line.chars() {
+                match c {
+                    ';' if !opened && depth == 0 => break 'scan,
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => {
+                        depth -= 1;
+                        if opened && depth == 0 {
+                            end = Some(j);
+                            break 'scan;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(end) = end {
+            found.push((name, i + 1, end - i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_production_file_is_over_800_lines_and_no_function_over_100() {
+    let mut problems = Vec::new();
+    for (_, path) in library_files() {
+        let Some(text) = production_text(&path) else {
+            continue;
+        };
+        let lines = text.lines().count();
+        if lines > MAX_FILE_LINES {
+            problems.push(format!("{}: {lines} lines", path.display()));
+        }
+        for (name, at, length) in functions(&text) {
+            if length > MAX_FN_LINES {
+                problems.push(format!(
+                    "{}:{at}: fn {name} is {length} lines",
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "too long:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_function_reader_measures_bodies() {
+    let text = "fn a() {\n    let x = \"{}\";\n}\n\npub async fn b(\n    y: u8,\n) -> u8 {\n    y\n}\nfn c();\n";
+    assert_eq!(
+        functions(text),
+        vec![("a".to_string(), 1, 3), ("b".to_string(), 5, 5)]
+    );
+}
