@@ -21,6 +21,9 @@
 //!   of `paddock:job/effects`).
 //! - [`store`]: the database — the single source of truth — and its
 //!   migrations. All instants come from the database clock.
+//! - [`node`]: one process's scanner, runner, heartbeats, effect recovery
+//!   and wake-ups composed and started together; `paddock serve` and
+//!   in-process tests run the same node.
 //! - [`cli`]: the `paddock` command line and the embedded demo.
 //!
 //! The database decides every identity; memory only makes things faster.
@@ -30,6 +33,7 @@ pub mod cli;
 pub mod effects;
 pub mod lease;
 pub mod model;
+pub mod node;
 pub mod registry;
 pub mod sandbox;
 pub mod schedule;
