@@ -24,12 +24,13 @@
 //! - [`node`]: one process's scanner, runner, heartbeats, effect recovery
 //!   and wake-ups composed and started together; `paddock serve` and
 //!   in-process tests run the same node.
-//! - [`cli`]: the `paddock` command line and the embedded demo.
+//!
+//! The `paddock` command line and the embedded demo are the binary's own
+//! modules (`src/bin/paddock/`), over this crate's public API.
 //!
 //! The database decides every identity; memory only makes things faster.
 #![forbid(unsafe_code)]
 
-pub mod cli;
 pub mod effects;
 pub mod lease;
 pub mod model;

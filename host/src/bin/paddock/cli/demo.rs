@@ -4,12 +4,13 @@
 //! so the demo doubles as a smoke test of a fresh machine.
 
 use super::{Host, print};
-use crate::lease::{Runner, RunnerConfig};
-use crate::model::ResourceGroup;
-use crate::schedule::scanner::{Scanner, ScannerConfig};
-use crate::store::{ControlStore, NewTrigger, ReadStore};
 use anyhow::Context;
 use clap::Args;
+use paddock::lease::{Runner, RunnerConfig};
+use paddock::node::{self, NodeConfig};
+use paddock::model::ResourceGroup;
+use paddock::store::NewTrigger;
+use paddock::store::prelude::*;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -119,41 +120,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .job_apply_file(&args.examples.join("ticker.toml"), actor)
         .await?;
     println!("   ticker: v{} fires every second (UTC)", ticker.version());
-    let scanner = Scanner::new(
-        host.store.clone(),
-        ScannerConfig {
-            owner: "demo-scheduler".into(),
-            tick: Duration::from_millis(250),
-            lookahead: Duration::from_millis(500),
-            ..ScannerConfig::default()
-        },
-    );
-    let runner = Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        RunnerConfig::default(),
-    );
-    let waker = runner.clone();
-    let deadline = tokio::time::sleep(Duration::from_secs(3));
-    let stop = async {
-        deadline.await;
-    };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let scanning = {
-        let rx = stop_rx.clone();
-        let scanner = scanner.clone();
-        tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
-    };
-    let running = {
-        let runner = runner.clone();
-        tokio::spawn(async move { runner.run(stopped(stop_rx)).await })
-    };
-    stop.await;
-    let _ = stop_tx.send(true);
-    let _ = tokio::join!(scanning, running);
+    // A node, as `paddock serve` runs one, for three seconds.
+    let mut config = NodeConfig::new(&url).id("demo");
+    config.scanner.tick = Duration::from_millis(250);
+    config.scanner.lookahead = Duration::from_millis(500);
+    config.sandbox.cache_dir = super::cache_dir();
+    node::start(config)
+        .await?
+        .run_until(tokio::time::sleep(Duration::from_secs(3)))
+        .await?;
     let ticks: Vec<(String, i64)> = sqlx::query_as(host.store.sql(
         "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
     ))
@@ -167,7 +142,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(0);
 
     let entries = host.store.audit_list().await?;
-    let verified = crate::model::audit::verify_chain(&entries);
+    let verified = paddock::model::audit::verify_chain(&entries);
     println!(
         "== audit log: {} entries, chain {}",
         entries.len(),

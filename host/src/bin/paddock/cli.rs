@@ -1,6 +1,6 @@
 //! The `paddock` command line: registration (components, jobs, groups),
-//! triggers, the runner (`serve`), the audit log, and the embedded demo.
-//! Each command is a thin call into the planes; printing lives in
+//! triggers, a node (`serve`), the audit log, and the embedded demo. It
+//! parses flags and calls the library's public API; printing lives in
 //! [`print`].
 
 mod demo;
@@ -8,15 +8,15 @@ mod exceptions;
 mod print;
 mod schedule;
 
-use crate::effects::EffectGateway;
-use crate::lease::{Heartbeats, Runner, RunnerConfig};
-use crate::model::ResourceGroup;
-use crate::registry::Registry;
-use crate::sandbox::{Sandbox, SandboxConfig};
-use crate::schedule::scanner::{Scanner, ScannerConfig};
-use crate::store::{ControlStore, NewTrigger, ReadStore, Store};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
+use paddock::lease::{Runner, RunnerConfig};
+use paddock::node::{self, NodeConfig};
+use paddock::registry::Registry;
+use paddock::sandbox::{Sandbox, SandboxConfig};
+use paddock::model::ResourceGroup;
+use paddock::store::prelude::*;
+use paddock::store::{NewTrigger, Store};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use std::time::Duration;
     version,
     about = "Run sandboxed WebAssembly jobs under leases and fencing tokens"
 )]
-struct Cli {
+pub struct Cli {
     /// Database URL (SQLite: sqlite://PATH).
     #[arg(
         long,
@@ -210,7 +210,7 @@ fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
 }
 
 /// Parse `64MiB`, `1GiB`, `512KiB` or plain bytes.
-pub fn parse_bytes(text: &str) -> anyhow::Result<i64> {
+fn parse_bytes(text: &str) -> anyhow::Result<i64> {
     let t = text.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("GiB") {
         (n, 1i64 << 30)
@@ -229,27 +229,7 @@ pub fn parse_bytes(text: &str) -> anyhow::Result<i64> {
 }
 
 fn duration_arg(text: &str) -> anyhow::Result<Duration> {
-    crate::model::time::parse_duration(text).map_err(anyhow::Error::msg)
-}
-
-/// Entry point of the binary.
-pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
-                .unwrap_or_else(|_| "paddock=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match runtime.block_on(dispatch(cli)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    paddock::model::time::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
 /// The pieces every command needs.
@@ -285,11 +265,16 @@ fn cache_dir() -> Option<PathBuf> {
     Some(base.join("paddock").join("wasmtime"))
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Run one command.
+pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let cli = match cli.command {
         Command::Demo(args) => return demo::run(args).await,
         Command::Schedule(cmd) => {
             schedule::run(cmd, &cli.database_url).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Serve(args) => {
+            serve(node_config(&cli.database_url, args)?).await?;
             return Ok(ExitCode::SUCCESS);
         }
         _ => cli,
@@ -334,10 +319,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Job(JobCmd::Apply { file }) => {
             let (job, outcome) = host.registry.job_apply_file(&file, actor).await?;
             match outcome {
-                crate::model::ApplyOutcome::Created { version, digest } => {
+                paddock::model::ApplyOutcome::Created { version, digest } => {
                     println!("job {job}: created version {version} (plan digest {digest})")
                 }
-                crate::model::ApplyOutcome::Unchanged { version, digest } => println!(
+                paddock::model::ApplyOutcome::Unchanged { version, digest } => println!(
                     "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
                 ),
             }
@@ -432,10 +417,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             println!("trigger {id}: cancel requested");
         }
-        Command::Serve(args) => serve(&host, &cli.database_url, args).await?,
         Command::Audit(AuditCmd::Verify) => {
             let entries = host.store.audit_list().await?;
-            match crate::model::audit::verify_chain(&entries) {
+            match paddock::model::audit::verify_chain(&entries) {
                 Ok(n) => println!("audit log intact: {n} entries, chain verified"),
                 Err(e) => {
                     println!("audit log BROKEN: {e}");
@@ -448,7 +432,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!(
                     "{:>5} {} {:<10} {:<20} {:<40} {}",
                     e.seq,
-                    crate::model::time::rfc3339(crate::model::time::from_millis(e.at)),
+                    paddock::model::time::rfc3339(paddock::model::time::from_millis(e.at)),
                     e.actor,
                     e.action,
                     e.subject,
@@ -459,138 +443,89 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
-        Command::Demo(_) | Command::Schedule(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
+            unreachable!("handled above")
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(host: &Host, database_url: &str, args: ServeArgs) -> anyhow::Result<()> {
-    if let Some(threads) = args.guest_threads {
-        anyhow::ensure!(
-            crate::lease::guest_runtime::configure(threads),
-            "the guest runtime already runs with another thread count"
-        );
+/// `serve`'s flags as a node's settings.
+fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig> {
+    let mut config = NodeConfig::new(database_url);
+    if let Some(id) = args.runner_id {
+        config = config.id(id);
     }
     let lease = duration_arg(&args.lease)?;
-    let mut config = RunnerConfig {
+    config.runner = RunnerConfig {
         lease,
-        heartbeat_every: lease / 4,
+        heartbeat_every: match args.heartbeat {
+            Some(h) => duration_arg(&h)?,
+            None => lease / 4,
+        },
         max_concurrency: args.concurrency,
         claim_batch: args.claim_batch.max(1),
         poll_interval: duration_arg(&args.poll)?,
         drain_timeout: duration_arg(&args.drain_timeout)?,
         drain_grace: duration_arg(&args.drain_grace)?,
-        ..RunnerConfig::default()
+        ..config.runner
     };
-    if let Some(h) = args.heartbeat {
-        config.heartbeat_every = duration_arg(&h)?;
-    }
-    if let Some(id) = args.runner_id {
-        config.runner_id = id;
-    }
-    let scanner_config = ScannerConfig {
-        owner: format!("{}-scheduler", config.runner_id),
-        ..ScannerConfig::default()
-    };
+    config.sandbox.cache_dir = cache_dir();
+    config.guest_threads = args.guest_threads;
+    Ok(config)
+}
+
+/// A node until SIGTERM or Ctrl-C, then its drain report. The unfinished
+/// list goes to stdout (what a later process resumes); tests and benches
+/// read these lines, so their text is fixed.
+async fn serve(config: NodeConfig) -> anyhow::Result<()> {
+    let drain_timeout = config.runner.drain_timeout;
+    let node = node::start(config).await?;
+    let shutdown = shutdown_signal();
+    let config = node.config();
     eprintln!(
         "paddock serve: runner {} (lease {:?}, heartbeat {:?}), scheduler {} over {} shards",
-        config.runner_id,
-        config.lease,
-        config.heartbeat_every,
-        scanner_config.owner,
-        host.store.shard_count().await?
+        config.runner.runner_id,
+        config.runner.lease,
+        config.runner.heartbeat_every,
+        config.scanner.owner,
+        node.shards()
     );
-    // Heartbeats renew through a small pool of their own, on their own
-    // runtime: neither busy guests nor a busy main pool delay them.
-    let heartbeats = Heartbeats::dedicated(database_url, 2)
-        .await
-        .context("opening the heartbeat pool")?;
-    let effects = EffectGateway::new(host.store.clone());
-    let runner = Runner::with_parts(
-        Arc::new(host.store.clone()),
-        host.sandbox.clone(),
-        config,
-        effects,
-        heartbeats,
-    );
-    let scanner = Scanner::new(host.store.clone(), scanner_config);
-    // Effects whose outcome is unknown are resolved by key in the
-    // background; the guard stops the task when `serve` returns.
-    let _recovery = runner
-        .effects()
-        .spawn_recovery(Duration::from_secs(30), 1000);
-    // Other processes announce new work (PostgreSQL LISTEN/NOTIFY); polling
-    // stays the fallback.
-    let _wakes = host.store.listen_wakes({
-        let runner = runner.clone();
-        Arc::new(move || runner.wake())
-    });
-    // One signal stops both loops: the scanner releases its shards, the
-    // runner stops claiming and drains: attempts in flight may finish
-    // within the drain timeout, then checkpoint, pause and are released.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let waker = runner.clone();
-    let scanning = {
-        let scanner = scanner.clone();
-        let rx = stop_rx.clone();
-        tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
-    };
-    let running = {
-        let runner = runner.clone();
-        tokio::spawn(async move { runner.run_and_drain(stopped(stop_rx)).await })
-    };
-    shutdown_signal().await;
-    eprintln!(
-        "paddock serve: draining (no new claims; attempts in flight have {:?} to finish, \
-         then checkpoint and pause)",
-        runner.config().drain_timeout
-    );
-    let _ = stop_tx.send(true);
-    let (_, drained) = tokio::join!(scanning, running);
-    let drained = drained.context("runner task failed")?;
-    // The unfinished list goes to stdout: what a later process resumes.
-    println!(
-        "drained in {:.1}s: {} attempt(s) ended, {} released from their checkpoint{}{}; {} unfinished",
-        drained.took.as_secs_f64(),
-        drained.ended.len(),
-        drained.released(),
-        if drained.paused {
-            ", pause requested"
-        } else {
-            ""
-        },
-        if drained.interrupted {
-            ", guests interrupted"
-        } else {
-            ""
-        },
-        drained.unfinished.len()
-    );
-    for u in &drained.unfinished {
-        println!("{u}");
-    }
+    let report = node
+        .run_until(async {
+            shutdown.await;
+            eprintln!(
+                "paddock serve: draining (no new claims; attempts in flight have {drain_timeout:?} \
+                 to finish, then checkpoint and pause)"
+            );
+        })
+        .await?;
+    print::drain_report(&report.drain);
     eprintln!("paddock serve: stopped");
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is
+/// called, not when the future is first polled, so a signal sent as soon as
+/// `serve` says it runs is not lost.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -3,11 +3,12 @@
 //! side-effect plane.
 
 use super::{Host, duration_arg};
-use crate::effects::EffectGateway;
-use crate::model::time::{from_millis, rfc3339};
-use crate::store::{ConnectorRecord, ControlStore, NewTrigger, ReadStore};
 use anyhow::bail;
 use clap::Subcommand;
+use paddock::effects::EffectGateway;
+use paddock::store::prelude::*;
+use paddock::store::{ConnectorRecord, NewTrigger};
+use paddock::model::time::{from_millis, rfc3339};
 
 #[derive(Subcommand)]
 pub enum ConnectorCmd {

@@ -1,13 +1,14 @@
 //! `paddock schedule preview|diff|shards`: shadow computation of trigger
 //! sets (nothing is written) and the scanner's shard table.
 
-use crate::model::PlanSpec;
-use crate::schedule::{Schedule, ScheduleSpec, TriggerSpec};
-use crate::store::{ReadStore, Store};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::Subcommand;
+use paddock::model::PlanSpec;
+use paddock::schedule::{Schedule, ScheduleSpec, TriggerSpec};
+use paddock::store::Store;
+use paddock::store::prelude::*;
 use std::collections::BTreeSet;
 
 #[derive(Subcommand)]
@@ -105,7 +106,7 @@ async fn side(store: &Store, text: &str, tz: &str) -> anyhow::Result<(Schedule, 
 fn line(t: DateTime<Utc>, zone: Tz) -> String {
     format!(
         "{}  {}",
-        crate::schedule::fmt_instant(t),
+        paddock::schedule::fmt_instant(t),
         t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z")
     )
 }
@@ -173,7 +174,7 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
             for (job, version, at, reason) in store.skipped_list(job.as_deref(), limit).await? {
                 println!(
                     "{job}@v{version}  {}  {reason}",
-                    crate::model::time::rfc3339(crate::model::time::from_millis(at))
+                    paddock::model::time::rfc3339(paddock::model::time::from_millis(at))
                 );
             }
         }
@@ -190,7 +191,7 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
                     s.owner.unwrap_or_default(),
                     s.generation,
                     s.watermark
-                        .map(|w| crate::model::time::rfc3339(crate::model::time::from_millis(w)))
+                        .map(|w| paddock::model::time::rfc3339(paddock::model::time::from_millis(w)))
                         .unwrap_or_default(),
                     s.triggers_created,
                     s.triggers_existing

@@ -1,9 +1,11 @@
 //! Human-readable output for the CLI.
 
-use crate::model::CapabilityManifest;
-use crate::model::ResourceGroup;
-use crate::model::time::{from_millis, rfc3339};
-use crate::store::{ReadStore, Store, TriggerRecord};
+use paddock::lease::DrainReport;
+use paddock::model::CapabilityManifest;
+use paddock::model::ResourceGroup;
+use paddock::store::prelude::*;
+use paddock::store::{Store, TriggerRecord};
+use paddock::model::time::{from_millis, rfc3339};
 
 pub fn manifest(m: &CapabilityManifest) {
     println!("imports ({}):", m.imports.len());
@@ -119,7 +121,7 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
             a.attempt_no,
             a.fencing_token,
             a.runner_id,
-            a.outcome.as_deref().unwrap_or("running"),
+            a.outcome.clone().unwrap_or_else(|| "running".into()),
             a.error_class.clone().unwrap_or_default()
         );
         println!(
@@ -138,4 +140,28 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `serve`'s drain summary and its unfinished list, one trigger a line.
+pub fn drain_report(drained: &DrainReport) {
+    println!(
+        "drained in {:.1}s: {} attempt(s) ended, {} released from their checkpoint{}{}; {} unfinished",
+        drained.took.as_secs_f64(),
+        drained.ended.len(),
+        drained.released(),
+        if drained.paused {
+            ", pause requested"
+        } else {
+            ""
+        },
+        if drained.interrupted {
+            ", guests interrupted"
+        } else {
+            ""
+        },
+        drained.unfinished.len()
+    );
+    for u in &drained.unfinished {
+        println!("{u}");
+    }
 }

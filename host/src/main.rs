@@ -1,5 +1,0 @@
-//! The `paddock` binary: a thin shell over [`paddock::cli`].
-
-fn main() -> std::process::ExitCode {
-    paddock::cli::main()
-}
