@@ -106,7 +106,7 @@ fn scheduler_name(runner_id: &str) -> String {
 
 /// Why a node could not start or did not stop cleanly. Each message is
 /// whole: it includes its cause's text, and no variant returns a
-/// `source()`.
+/// `source()` (the rule is written where the CLI prints errors).
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The store would not open (unreachable, unsupported URL, migration).

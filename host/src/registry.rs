@@ -22,16 +22,20 @@ use manifest::{JobManifest, ManifestError};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Why a registration was refused.
+/// Why a registration was refused. Each message is whole (it includes its
+/// cause's text) and no variant returns a `source()`; see the rule where the
+/// binary prints errors (`src/bin/paddock/main.rs`).
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("{0}")]
+    #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// The sandbox refused the component (not wasm, a core module, invalid,
+    /// imports the host does not provide).
     #[error("component refused: {0}")]
-    Component(#[from] SandboxError),
-    #[error("{0}")]
+    Component(SandboxError),
+    #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot read '{path}': {error}")]
     Io { path: String, error: std::io::Error },
@@ -41,6 +45,14 @@ pub enum RegistryError {
     UnknownComponent(String),
     #[error("resource group '{name}': {problem}")]
     BadGroup { name: String, problem: String },
+}
+
+// By hand, not `#[from]`: the message already shows the sandbox's text,
+// so the sandbox error must not also be the `source()`.
+impl From<SandboxError> for RegistryError {
+    fn from(error: SandboxError) -> Self {
+        Self::Component(error)
+    }
 }
 
 /// What a push did.

@@ -63,7 +63,9 @@ impl Default for SandboxConfig {
 }
 
 /// Errors at the sandbox boundary (loading components, not running them —
-/// a running guest's failures are [`RunResult`]s).
+/// a running guest's failures are [`RunResult`]s). Each message is whole
+/// (wasmtime's causes are folded in with `{:#}`) and no variant returns a
+/// `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("not a WebAssembly file (the first bytes are not the wasm magic number)")]
@@ -75,7 +77,7 @@ pub enum SandboxError {
     CoreModule,
     #[error("the component is invalid: {0}")]
     Invalid(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
     #[error("the component's imports do not match what the host provides: {0}")]
     Link(String),
@@ -125,7 +127,7 @@ pub fn pooling(max_instances: u32, memory_ceiling_bytes: u64) -> PoolingAllocati
 
 impl Sandbox {
     pub fn new(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
-        let setup = |e: wasmtime::Error| SandboxError::Setup(e.to_string());
+        let setup = |e: wasmtime::Error| SandboxError::Setup(format!("{e:#}"));
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .consume_fuel(true)

@@ -107,12 +107,35 @@ pub enum StoreError {
     )]
     UnsupportedUrl(String),
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// From SQLite's writer connection (see [`sqlite_writer`]).
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
+}
+
+// The database errors are wrapped by hand, not with `#[from]`: each message
+// above already shows the driver's text, and sqlx's own text repeats its
+// source (`error communicating with database: {io error}`), so returning
+// the driver error as `source()` would print every cause two or three
+// times. The rule: a store error's message is whole; it has no `source()`.
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Sqlite(error)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        Self::Migrate(error)
+    }
 }
 
 fn lease_lost_message(

@@ -8,6 +8,7 @@
 //! an unreachable server fails the run, it never skips.
 
 mod bad_input;
+mod cli_errors;
 mod croner_policy;
 mod drain;
 mod effects;

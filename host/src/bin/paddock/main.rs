@@ -19,6 +19,15 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::dispatch(args)) {
         Ok(code) => code,
         Err(e) => {
+            // One line, each cause once. The rule that makes `{:#}` safe:
+            // every library error's message is whole — it includes its
+            // cause's text — and no library error returns a `source()`
+            // (pure wrappers are `#[error(transparent)]`, so they add
+            // nothing). The chain `{:#}` walks is therefore only the
+            // contexts this binary adds (`opening URL`, ...) and then the
+            // library's message. Foreign errors whose own text repeats
+            // their source (sqlx's) reach anyhow only inside a library
+            // error, never directly. `tests/all/cli_errors.rs` checks it.
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }

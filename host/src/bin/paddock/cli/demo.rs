@@ -9,7 +9,7 @@ use clap::Args;
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::node::{self, NodeConfig};
 use paddock::model::ResourceGroup;
-use paddock::store::NewTrigger;
+use paddock::store::{NewTrigger, StoreError};
 use paddock::store::prelude::*;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -133,7 +133,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
     ))
     .fetch_all(host.store.pool())
-    .await?;
+    .await
+    // Through the store's error: sqlx's own text repeats its source.
+    .map_err(StoreError::from)?;
     println!("   ticker triggers by state: {ticks:?}");
     let ticked = ticks
         .iter()
