@@ -19,6 +19,7 @@ mod guests;
 mod layers;
 mod leases;
 mod ledger;
+mod node;
 mod procs;
 mod registration;
 mod scheduler;
