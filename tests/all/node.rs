@@ -12,6 +12,7 @@ use crate::TestHost;
 use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::eventually;
 use paddock::node::{self, NodeConfig};
+use paddock::store::prelude::*;
 use std::time::{Duration, Instant};
 
 /// Triggers, and keys held on their first attempt: two per node.

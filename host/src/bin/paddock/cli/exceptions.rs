@@ -6,9 +6,9 @@ use super::{Host, duration_arg};
 use anyhow::bail;
 use clap::Subcommand;
 use paddock::effects::EffectGateway;
+use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{ConnectorRecord, NewTrigger};
-use paddock::model::time::{from_millis, rfc3339};
 
 #[derive(Subcommand)]
 pub enum ConnectorCmd {

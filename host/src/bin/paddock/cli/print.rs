@@ -3,9 +3,9 @@
 use paddock::lease::DrainReport;
 use paddock::model::CapabilityManifest;
 use paddock::model::ResourceGroup;
+use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{Store, TriggerRecord};
-use paddock::model::time::{from_millis, rfc3339};
 
 pub fn manifest(m: &CapabilityManifest) {
     println!("imports ({}):", m.imports.len());

@@ -191,7 +191,9 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
                     s.owner.unwrap_or_default(),
                     s.generation,
                     s.watermark
-                        .map(|w| paddock::model::time::rfc3339(paddock::model::time::from_millis(w)))
+                        .map(
+                            |w| paddock::model::time::rfc3339(paddock::model::time::from_millis(w))
+                        )
                         .unwrap_or_default(),
                     s.triggers_created,
                     s.triggers_existing
