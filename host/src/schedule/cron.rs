@@ -445,6 +445,82 @@ fn expand_alias(alias: &str) -> Result<&'static str, CronError> {
     })
 }
 
+/// The day-of-month field: (days as bits 1..=31, `L`, whether it is `*`/`?`).
+fn day_of_month_field(dom_text: &str) -> Result<(u32, bool, bool), CronError> {
+    let dom_star = dom_text.starts_with('*') || dom_text == "?";
+    let mut days = 0u32;
+    let mut last_day = false;
+    for item in dom_text.split(',') {
+        if item.eq_ignore_ascii_case("L") {
+            last_day = true;
+        } else if item == "?" {
+            if dom_text != "?" {
+                return Err(DOM.bad(item));
+            }
+            days = !1; // bits 1..=31
+        } else {
+            DOM.range_item(item, |v| days |= 1 << v)?;
+        }
+    }
+    Ok((days, last_day, dom_star))
+}
+
+/// The day-of-week field, parsed.
+struct DayOfWeek {
+    weekdays: u8,
+    last_weekdays: u8,
+    nth_weekdays: [u8; 7],
+    star: bool,
+}
+
+fn day_of_week_field(dow_text: &str) -> Result<DayOfWeek, CronError> {
+    let star = dow_text.starts_with('*') || dow_text == "?";
+    let mut weekdays = 0u8;
+    let mut last_weekdays = 0u8;
+    let mut nth_weekdays = [0u8; 7];
+    for item in dow_text.split(',') {
+        if item == "?" {
+            if dow_text != "?" {
+                return Err(DOW.bad(item));
+            }
+            weekdays = 0x7f;
+        } else if let Some((w, n)) = item.split_once('#') {
+            let w = DOW.value(w, item)? % 7;
+            let n = match n.as_bytes() {
+                [b @ b'1'..=b'5'] => u32::from(b - b'0'),
+                _ => return Err(DOW.bad(item)),
+            };
+            nth_weekdays[w as usize] |= 1 << n;
+        } else if item.len() > 1 && (item.ends_with('L') || item.ends_with('l')) {
+            let w = DOW.value(&item[..item.len() - 1], item)? % 7;
+            last_weekdays |= 1 << w;
+        } else {
+            DOW.range_item(item, |v| weekdays |= 1 << (v % 7))?;
+        }
+    }
+    Ok(DayOfWeek {
+        weekdays,
+        last_weekdays,
+        nth_weekdays,
+        star,
+    })
+}
+
+/// For each weekday of the 1st of a month, the days of that month that
+/// fall on one of `weekdays`.
+fn plain_dow_masks(weekdays: u8) -> [u32; 7] {
+    let mut masks = [0u32; 7];
+    for (w1, mask) in masks.iter_mut().enumerate() {
+        for d in 1..=31u32 {
+            let w = (w1 as u32 + d - 1) % 7;
+            if weekdays & (1 << w) != 0 {
+                *mask |= 1 << d;
+            }
+        }
+    }
+    masks
+}
+
 impl CronExpr {
     /// Parses and validates an expression (see the module docs for the grammar).
     pub fn parse(text: &str) -> Result<Self, CronError> {
@@ -471,60 +547,11 @@ impl CronExpr {
         let hours = simple_field(&HOUR, fields[2])?;
         let months = simple_field(&MONTH, fields[4])?;
 
-        // Day of month.
-        let dom_text = fields[3];
-        let dom_star = dom_text.starts_with('*') || dom_text == "?";
-        let mut days = 0u32;
-        let mut last_day = false;
-        for item in dom_text.split(',') {
-            if item.eq_ignore_ascii_case("L") {
-                last_day = true;
-            } else if item == "?" {
-                if dom_text != "?" {
-                    return Err(DOM.bad(item));
-                }
-                days = !1; // bits 1..=31
-            } else {
-                DOM.range_item(item, |v| days |= 1 << v)?;
-            }
-        }
-
-        // Day of week.
-        let dow_text = fields[5];
-        let dow_star = dow_text.starts_with('*') || dow_text == "?";
-        let mut weekdays = 0u8;
-        let mut last_weekdays = 0u8;
-        let mut nth_weekdays = [0u8; 7];
-        for item in dow_text.split(',') {
-            if item == "?" {
-                if dow_text != "?" {
-                    return Err(DOW.bad(item));
-                }
-                weekdays = 0x7f;
-            } else if let Some((w, n)) = item.split_once('#') {
-                let w = DOW.value(w, item)? % 7;
-                let n = match n.as_bytes() {
-                    [b @ b'1'..=b'5'] => u32::from(b - b'0'),
-                    _ => return Err(DOW.bad(item)),
-                };
-                nth_weekdays[w as usize] |= 1 << n;
-            } else if item.len() > 1 && (item.ends_with('L') || item.ends_with('l')) {
-                let w = DOW.value(&item[..item.len() - 1], item)? % 7;
-                last_weekdays |= 1 << w;
-            } else {
-                DOW.range_item(item, |v| weekdays |= 1 << (v % 7))?;
-            }
-        }
-        let mut plain_dow_masks = [0u32; 7];
-        for (w1, mask) in plain_dow_masks.iter_mut().enumerate() {
-            for d in 1..=31u32 {
-                let w = (w1 as u32 + d - 1) % 7;
-                if weekdays & (1 << w) != 0 {
-                    *mask |= 1 << d;
-                }
-            }
-        }
-
+        let (days, last_day, dom_star) = day_of_month_field(fields[3])?;
+        let dow = day_of_week_field(fields[5])?;
+        let (weekdays, last_weekdays, nth_weekdays, dow_star) =
+            (dow.weekdays, dow.last_weekdays, dow.nth_weekdays, dow.star);
+        let plain_dow_masks = plain_dow_masks(weekdays);
         let years = match fields.get(6) {
             None => None,
             Some(&"*") | Some(&"?") => None,

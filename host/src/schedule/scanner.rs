@@ -20,7 +20,7 @@
 //!   shard's generation and owner (`store::fence`), so a scheduler that
 //!   stalled past its lease cannot run a fire time its successor skipped.
 
-use super::{MisfireAction, Schedule, ScheduleSpec, classify_misfires, scan_window};
+use super::{MisfireAction, Schedule, ScheduleSpec, Window, classify_misfires, scan_window};
 use crate::model::time::{from_millis, to_millis};
 use crate::model::{ShardGeneration, ShardLease, TriggerState};
 use crate::store::{
@@ -223,12 +223,12 @@ impl Scanner {
         Ok(compiled)
     }
 
-    async fn scan_shard(&self, lease: &ShardLease) -> StoreResult<ScanReport> {
-        let now = from_millis(lease.now);
+    /// The window this lease's scan covers, on the database clock.
+    fn window(&self, lease: &ShardLease) -> Window {
         let mut window = scan_window(
             lease.watermark.map(from_millis),
             delta(self.config.overlap),
-            now,
+            from_millis(lease.now),
             delta(self.config.lookahead),
             delta(self.config.initial_lookback),
         );
@@ -236,102 +236,25 @@ impl Scanner {
         if window.to - window.from > max_window {
             window.to = window.from + max_window;
         }
+        window
+    }
+
+    async fn scan_shard(&self, lease: &ShardLease) -> StoreResult<ScanReport> {
+        let window = self.window(lease);
         let mut report = ScanReport {
             shards: 1,
             ..ScanReport::default()
         };
-        let mut triggers = Vec::new();
-        let mut skipped = Vec::new();
+        let mut scan = ScanCommit {
+            watermark: to_millis(window.to),
+            ..ScanCommit::default()
+        };
         let shard = lease.shard as u32;
         for job in self.jobs_of(shard).await?.iter() {
-            let compiled = match self.compiled(job) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(job = %job.job_id, error = %e, "schedule cannot be evaluated; job skipped");
-                    continue;
-                }
-            };
-            let (spec, schedule) = &*compiled;
-            let from = window.from.max(from_millis(job.active_from));
-            if from >= window.to {
-                continue;
-            }
-            let mut times: Vec<DateTime<Utc>> = schedule.occurrences(from, window.to).collect();
-            let Some(&first) = times.first() else {
-                continue;
-            };
-            // Late times already decided by an earlier scan stay decided.
-            let missed_before = now - spec.misfire.threshold.as_delta();
-            if first < missed_before {
-                let decided: HashSet<i64> = self
-                    .store
-                    .decided_times(&job.job_id, to_millis(first), to_millis(missed_before))
-                    .await?
-                    .into_iter()
-                    .collect();
-                times.retain(|t| *t >= missed_before || !decided.contains(&to_millis(*t)));
-            }
-            let outcome = classify_misfires(&times, now, &spec.misfire);
-            report.skipped += outcome.skipped as i64;
-            report.parked += outcome.parked as i64;
-            for (at, action) in outcome.decisions {
-                let at = to_millis(at);
-                let state = match action {
-                    MisfireAction::Fire => TriggerState::Pending,
-                    MisfireAction::Park => TriggerState::Manual,
-                    MisfireAction::Skip => {
-                        skipped.push((job.job_id.clone(), job.plan_version, at));
-                        continue;
-                    }
-                };
-                triggers.push(ScheduledTrigger {
-                    job_id: job.job_id.clone(),
-                    plan_version: job.plan_version,
-                    tenant: job.tenant.clone(),
-                    resource_group: job.resource_group.clone(),
-                    priority: job.priority,
-                    scheduled_at: at,
-                    state,
-                });
-            }
+            self.decide_job(job, window, lease.now, &mut scan, &mut report)
+                .await?;
         }
-        // The overlap was scanned before: skip what is already stored rather
-        // than lean on ON CONFLICT for thousands of rows (it still absorbs
-        // any race with another scanner). Under an unchanged generation this
-        // scanner knows what it stored; after a takeover it asks.
-        let remembered = {
-            let recent = self.recent.lock().expect("recent");
-            recent
-                .get(&shard)
-                .filter(|(generation, _)| *generation == lease.generation)
-                .map(|(_, known)| known.clone())
-        };
-        let stored = match (remembered, lease.watermark) {
-            (Some(known), _) => known,
-            (None, Some(watermark)) if watermark > to_millis(window.from) => {
-                self.store
-                    .shard_existing(shard, to_millis(window.from), watermark)
-                    .await?
-            }
-            (None, _) => HashSet::new(),
-        };
-        let mut known = 0;
-        let mut next_known: HashSet<FireKey> = HashSet::new();
-        let keep_from = to_millis(window.to - delta(self.config.overlap));
-        triggers.retain(|t| {
-            let key = (t.job_id.clone(), t.scheduled_at);
-            let seen = stored.contains(&key);
-            known += seen as i64;
-            if t.scheduled_at >= keep_from {
-                next_known.insert(key);
-            }
-            !seen
-        });
-        let scan = ScanCommit {
-            triggers,
-            skipped,
-            watermark: to_millis(window.to),
-        };
+        let (known, next_known) = self.drop_known(lease, window, &mut scan.triggers).await?;
         match self.store.scan_commit(lease, &scan).await {
             Ok(written) => {
                 report.created = written.created;
@@ -361,6 +284,115 @@ impl Scanner {
             Err(e) => return Err(e),
         }
         Ok(report)
+    }
+
+    /// One job's fire times in the window: fired, parked or skipped by its
+    /// misfire policy, added to `scan`.
+    async fn decide_job(
+        &self,
+        job: &JobScheduleRecord,
+        window: Window,
+        now_ms: i64,
+        scan: &mut ScanCommit,
+        report: &mut ScanReport,
+    ) -> StoreResult<()> {
+        let compiled = match self.compiled(job) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(job = %job.job_id, error = %e, "schedule cannot be evaluated; job skipped");
+                return Ok(());
+            }
+        };
+        let (spec, schedule) = &*compiled;
+        let now = from_millis(now_ms);
+        let from = window.from.max(from_millis(job.active_from));
+        if from >= window.to {
+            return Ok(());
+        }
+        let mut times: Vec<DateTime<Utc>> = schedule.occurrences(from, window.to).collect();
+        let Some(&first) = times.first() else {
+            return Ok(());
+        };
+        // Late times already decided by an earlier scan stay decided.
+        let missed_before = now - spec.misfire.threshold.as_delta();
+        if first < missed_before {
+            let decided: HashSet<i64> = self
+                .store
+                .decided_times(&job.job_id, to_millis(first), to_millis(missed_before))
+                .await?
+                .into_iter()
+                .collect();
+            times.retain(|t| *t >= missed_before || !decided.contains(&to_millis(*t)));
+        }
+        let outcome = classify_misfires(&times, now, &spec.misfire);
+        report.skipped += outcome.skipped as i64;
+        report.parked += outcome.parked as i64;
+        for (at, action) in outcome.decisions {
+            let at = to_millis(at);
+            let state = match action {
+                MisfireAction::Fire => TriggerState::Pending,
+                MisfireAction::Park => TriggerState::Manual,
+                MisfireAction::Skip => {
+                    scan.skipped
+                        .push((job.job_id.clone(), job.plan_version, at));
+                    continue;
+                }
+            };
+            scan.triggers.push(ScheduledTrigger {
+                job_id: job.job_id.clone(),
+                plan_version: job.plan_version,
+                tenant: job.tenant.clone(),
+                resource_group: job.resource_group.clone(),
+                priority: job.priority,
+                scheduled_at: at,
+                state,
+            });
+        }
+        Ok(())
+    }
+
+    /// Leave out the triggers already stored: the overlap was scanned
+    /// before, so skip what exists rather than lean on ON CONFLICT for
+    /// thousands of rows (it still absorbs any race with another scanner).
+    /// Under an unchanged generation this scanner knows what it stored;
+    /// after a takeover it asks. Returns how many were left out and the
+    /// fire times to remember for the next scan's overlap.
+    async fn drop_known(
+        &self,
+        lease: &ShardLease,
+        window: Window,
+        triggers: &mut Vec<ScheduledTrigger>,
+    ) -> StoreResult<(i64, HashSet<FireKey>)> {
+        let shard = lease.shard as u32;
+        let remembered = {
+            let recent = self.recent.lock().expect("recent");
+            recent
+                .get(&shard)
+                .filter(|(generation, _)| *generation == lease.generation)
+                .map(|(_, known)| known.clone())
+        };
+        let stored = match (remembered, lease.watermark) {
+            (Some(known), _) => known,
+            (None, Some(watermark)) if watermark > to_millis(window.from) => {
+                self.store
+                    .shard_existing(shard, to_millis(window.from), watermark)
+                    .await?
+            }
+            (None, _) => HashSet::new(),
+        };
+        let mut known = 0;
+        let mut next_known: HashSet<FireKey> = HashSet::new();
+        let keep_from = to_millis(window.to - delta(self.config.overlap));
+        triggers.retain(|t| {
+            let key = (t.job_id.clone(), t.scheduled_at);
+            let seen = stored.contains(&key);
+            known += seen as i64;
+            if t.scheduled_at >= keep_from {
+                next_known.insert(key);
+            }
+            !seen
+        });
+        Ok((known, next_known))
     }
 
     /// Tick until `shutdown`, calling `wake` whenever a created trigger is

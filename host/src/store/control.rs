@@ -163,19 +163,12 @@ impl ControlStore for Store {
                 .fetch_optional(&mut *tx)
                 .await?;
         if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
-            self.audit_append(
-                &mut tx,
-                actor,
-                "plan.rejected",
-                job_id,
-                serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant }),
-            )
-            .await?;
-            tx.commit().await?;
-            return Err(StoreError::Conflict(format!(
+            let detail = serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant });
+            let why = format!(
                 "job '{job_id}' belongs to tenant '{owner}', not '{}'",
                 spec.tenant
-            )));
+            );
+            return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
         }
         let versions: Vec<(i64, String)> =
             sqlx::query_as(self.sql("SELECT version, digest FROM plan_versions WHERE job_id = ?"))
@@ -191,81 +184,37 @@ impl ControlStore for Store {
                 ApplyOutcome::Unchanged { version, digest }
             }
             ApplyDecision::Create { version } => {
-                sqlx::query(self.sql(concat!(
-                    "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) \
-                     VALUES (?, ?, ?, ",
-                    now_ms!(),
-                    ", ",
-                    now_ms!(),
-                    ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
-                     updated_at = excluded.updated_at"
-                )))
-                .bind(job_id)
-                .bind(&spec.tenant)
-                .bind(version as i64)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(self.sql(concat!(
-                    "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
-                     resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
-                    now_ms!(),
-                    ")"
-                )))
-                .bind(job_id)
-                .bind(version as i64)
-                .bind(&digest)
-                .bind(spec.canonical())
-                .bind(&spec.component)
-                .bind(&spec.resource_group)
-                .bind(actor)
-                .execute(&mut *tx)
-                .await?;
-                self.job_schedule_sync(&mut tx, job_id, version, spec, schedule)
-                    .await?;
-                self.audit_append(
-                    &mut tx,
-                    actor,
-                    "plan.created",
+                let new = NewVersion {
                     job_id,
-                    serde_json::json!({ "version": version, "digest": digest }),
-                )
-                .await?;
+                    version,
+                    spec,
+                    digest: &digest,
+                    schedule,
+                    actor,
+                };
+                self.insert_version(&mut tx, &new).await?;
                 ApplyOutcome::Created { version, digest }
             }
             ApplyDecision::VersionConflict {
                 version,
                 stored_digest,
             } => {
-                self.audit_append(
-                    &mut tx,
-                    actor,
-                    "plan.rejected",
-                    job_id,
-                    serde_json::json!({
-                        "reason": "version_conflict", "version": version,
-                        "stored_digest": stored_digest, "submitted_digest": digest,
-                    }),
-                )
-                .await?;
-                tx.commit().await?;
-                return Err(StoreError::Conflict(format!(
+                let detail = serde_json::json!({
+                    "reason": "version_conflict", "version": version,
+                    "stored_digest": stored_digest, "submitted_digest": digest,
+                });
+                let why = format!(
                     "job '{job_id}' version {version} already exists with different content \
                      (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
-                )));
+                );
+                return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
             }
             ApplyDecision::NotNext { requested, latest } => {
-                self.audit_append(
-                    &mut tx,
-                    actor,
-                    "plan.rejected",
-                    job_id,
-                    serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest }),
-                )
-                .await?;
-                tx.commit().await?;
-                return Err(StoreError::Conflict(format!(
+                let detail = serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest });
+                let why = format!(
                     "job '{job_id}': version {requested} is not the next version (latest is {latest})"
-                )));
+                );
+                return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
             }
         };
         tx.commit().await?;
@@ -454,34 +403,8 @@ impl ControlStore for Store {
         let before = self
             .effect_in(&mut tx, ticket.effect_key.as_deref())
             .await?;
-        let by = format!("ticket:{id}");
         if let Some(key) = &ticket.effect_key {
-            let sql = match action {
-                "mark_succeeded" => Some(concat!(
-                    "UPDATE effects SET state = 'succeeded', resolved_by = ?, updated_at = ",
-                    now_ms!(),
-                    " WHERE idempotency_key = ?"
-                )),
-                "mark_failed" => Some(concat!(
-                    "UPDATE effects SET state = 'failed', resolved_by = ?, updated_at = ",
-                    now_ms!(),
-                    " WHERE idempotency_key = ?"
-                )),
-                // A fresh send budget; the same key keeps the downstream idempotent.
-                "resend" => Some(concat!(
-                    "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?, updated_at = ",
-                    now_ms!(),
-                    " WHERE idempotency_key = ?"
-                )),
-                _ => None,
-            };
-            if let Some(sql) = sql {
-                sqlx::query(self.sql(sql))
-                    .bind(&by)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            self.apply_ticket_action(&mut tx, id, key, action).await?;
         }
         let after = self
             .effect_in(&mut tx, ticket.effect_key.as_deref())
@@ -518,7 +441,130 @@ impl ControlStore for Store {
     }
 }
 
+/// A plan version about to be stored.
+struct NewVersion<'a> {
+    job_id: &'a str,
+    version: u32,
+    spec: &'a PlanSpec,
+    digest: &'a str,
+    schedule: Option<&'a str>,
+    actor: &'a str,
+}
+
 impl Store {
+    /// The new fact a ticket's action writes on its effect (never a
+    /// delete): marked succeeded or failed by a person, or a fresh send
+    /// budget under the same key.
+    async fn apply_ticket_action(
+        &self,
+        tx: &mut Tx,
+        id: i64,
+        key: &str,
+        action: &str,
+    ) -> StoreResult<()> {
+        let by = format!("ticket:{id}");
+        let sql = match action {
+            "mark_succeeded" => Some(concat!(
+                "UPDATE effects SET state = 'succeeded', resolved_by = ?, updated_at = ",
+                now_ms!(),
+                " WHERE idempotency_key = ?"
+            )),
+            "mark_failed" => Some(concat!(
+                "UPDATE effects SET state = 'failed', resolved_by = ?, updated_at = ",
+                now_ms!(),
+                " WHERE idempotency_key = ?"
+            )),
+            // A fresh send budget; the same key keeps the downstream idempotent.
+            "resend" => Some(concat!(
+                "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?, updated_at = ",
+                now_ms!(),
+                " WHERE idempotency_key = ?"
+            )),
+            _ => None,
+        };
+        if let Some(sql) = sql {
+            sqlx::query(self.sql(sql))
+                .bind(&by)
+                .bind(key)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Record a refused registration in the audit log (committed: the
+    /// refusal is a fact too) and return the refusal.
+    async fn refuse_plan(
+        &self,
+        mut tx: Tx,
+        actor: &str,
+        job_id: &str,
+        detail: serde_json::Value,
+        why: String,
+    ) -> StoreError {
+        if let Err(e) = self
+            .audit_append(&mut tx, actor, "plan.rejected", job_id, detail)
+            .await
+        {
+            return e;
+        }
+        if let Err(e) = tx.commit().await {
+            return e.into();
+        }
+        StoreError::Conflict(why)
+    }
+
+    /// The job's new latest version, its plan, its schedule row and the
+    /// audit entry, inside the registration's transaction.
+    async fn insert_version(&self, tx: &mut Tx, new: &NewVersion<'_>) -> StoreResult<()> {
+        let NewVersion {
+            job_id,
+            version,
+            spec,
+            digest,
+            schedule,
+            actor,
+        } = *new;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) \
+             VALUES (?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
+             updated_at = excluded.updated_at"
+        )))
+        .bind(job_id)
+        .bind(&spec.tenant)
+        .bind(version as i64)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
+             resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ")"
+        )))
+        .bind(job_id)
+        .bind(version as i64)
+        .bind(digest)
+        .bind(spec.canonical())
+        .bind(&spec.component)
+        .bind(&spec.resource_group)
+        .bind(actor)
+        .execute(&mut **tx)
+        .await?;
+        self.job_schedule_sync(tx, job_id, version, spec, schedule)
+            .await?;
+        self.audit_append(
+            tx,
+            actor,
+            "plan.created",
+            job_id,
+            serde_json::json!({ "version": version, "digest": digest }),
+        )
+        .await
+    }
     /// Append an entry inside `tx`, chained to the last one.
     pub(super) async fn audit_append(
         &self,

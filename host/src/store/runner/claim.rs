@@ -243,7 +243,8 @@ impl Store {
     }
 
     /// PostgreSQL's claim: one `UPDATE ... RETURNING` per lane, candidates
-    /// locked with `SKIP LOCKED` so concurrent claimers take disjoint rows.
+    /// locked with `SKIP LOCKED` so concurrent claimers take disjoint rows,
+    /// then the attempts of the batch.
     async fn claim_by_lanes(
         &self,
         owner: &str,
@@ -253,86 +254,15 @@ impl Store {
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
         let (mut tx, _turn) = self.begin_write().await?;
-        // The shares of `choose_batch`, one statement per lane. Each is one
-        // ordered index walk that stops after its limit; an empty lane costs
-        // one index probe. Rows a lane claims are `running` at once, so a
-        // second pass over a lane takes the next ones.
-        let mut claimed = Vec::with_capacity(limit as usize);
-        if share > 0 {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, share, now)
-                    .await?,
-            );
-        }
-        let retried = claimed.len() as i64;
-        if limit - retried > 0 {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Fresh, owner, lease_ms, limit - retried, now)
-                    .await?,
-            );
-        }
-        let spare = limit - claimed.len() as i64;
-        if spare > 0 && retried == share {
-            claimed.extend(
-                self.claim_lane(&mut tx, Lane::Retries, owner, lease_ms, spare, now)
-                    .await?,
-            );
-        }
+        let claimed = self
+            .claim_lanes(&mut tx, owner, lease_ms, limit, share, now)
+            .await?;
         if claimed.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
         }
-        let now = claimed[0].updated_at;
-        // A trigger claimed again may have an earlier attempt: the total-time
-        // budget counts from its first start, and an attempt still open
-        // belongs to a holder that is gone (taken over now).
-        let again: Vec<i64> = claimed
-            .iter()
-            .filter(|c| c.attempts > 1)
-            .map(|c| c.id)
-            .collect();
-        let mut first_started: HashMap<i64, i64> = HashMap::new();
-        if !again.is_empty() {
-            let ids = id_list(again.len());
-            let close = self.dialect.sql_owned(format!(
-                "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
-                     error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-                 WHERE ended_at IS NULL AND trigger_id IN {ids}"
-            ));
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(close)).bind(now);
-            for id in &again {
-                q = q.bind(*id);
-            }
-            q.execute(&mut *tx).await?;
-            let firsts = self.dialect.sql_owned(format!(
-                "SELECT trigger_id, min(started_at) FROM attempts \
-                 WHERE trigger_id IN {ids} GROUP BY trigger_id"
-            ));
-            let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(firsts));
-            for id in &again {
-                q = q.bind(*id);
-            }
-            first_started.extend(q.fetch_all(&mut *tx).await?);
-        }
-        // One multi-row insert for the batch's attempts.
-        let insert = self.dialect.multi_row(
-            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
-             lease_until)",
-            "(?, ?, ?, ?, ?, ?)",
-            claimed.len(),
-            "RETURNING trigger_id, id",
-        );
-        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(insert));
-        for c in &claimed {
-            q = q
-                .bind(c.id)
-                .bind(c.attempts)
-                .bind(owner)
-                .bind(c.fencing_token)
-                .bind(c.updated_at)
-                .bind(c.lease_until);
-        }
-        let attempt_ids: HashMap<i64, i64> = q.fetch_all(&mut *tx).await?.into_iter().collect();
+        let first_started = self.close_open_attempts(&mut tx, &claimed).await?;
+        let attempt_ids = self.insert_attempts(&mut tx, &claimed, owner).await?;
         tx.commit().await?;
         Ok(claimed
             .into_iter()
@@ -354,6 +284,112 @@ impl Store {
                 started_at: c.updated_at,
             })
             .collect())
+    }
+
+    /// The shares of `choose_batch`, one statement per lane. Each is one
+    /// ordered index walk that stops after its limit; an empty lane costs
+    /// one index probe. Rows a lane claims are `running` at once, so a
+    /// second pass over a lane takes the next ones.
+    async fn claim_lanes(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+        share: i64,
+        now: Option<i64>,
+    ) -> StoreResult<Vec<ClaimedRow>> {
+        let mut claimed = Vec::with_capacity(limit as usize);
+        if share > 0 {
+            claimed.extend(
+                self.claim_lane(tx, Lane::Retries, owner, lease_ms, share, now)
+                    .await?,
+            );
+        }
+        let retried = claimed.len() as i64;
+        if limit - retried > 0 {
+            claimed.extend(
+                self.claim_lane(tx, Lane::Fresh, owner, lease_ms, limit - retried, now)
+                    .await?,
+            );
+        }
+        let spare = limit - claimed.len() as i64;
+        if spare > 0 && retried == share {
+            claimed.extend(
+                self.claim_lane(tx, Lane::Retries, owner, lease_ms, spare, now)
+                    .await?,
+            );
+        }
+        Ok(claimed)
+    }
+
+    /// A trigger claimed again may have an earlier attempt: an attempt
+    /// still open belongs to a holder that is gone and is closed as taken
+    /// over now, and the total-time budget counts from the first start —
+    /// returned by trigger.
+    async fn close_open_attempts(
+        &self,
+        tx: &mut Tx,
+        claimed: &[ClaimedRow],
+    ) -> StoreResult<HashMap<i64, i64>> {
+        let now = claimed[0].updated_at;
+        let again: Vec<i64> = claimed
+            .iter()
+            .filter(|c| c.attempts > 1)
+            .map(|c| c.id)
+            .collect();
+        let mut first_started: HashMap<i64, i64> = HashMap::new();
+        if again.is_empty() {
+            return Ok(first_started);
+        }
+        let ids = id_list(again.len());
+        let close = self.dialect.sql_owned(format!(
+            "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
+                 error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+             WHERE ended_at IS NULL AND trigger_id IN {ids}"
+        ));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(close)).bind(now);
+        for id in &again {
+            q = q.bind(*id);
+        }
+        q.execute(&mut **tx).await?;
+        let firsts = self.dialect.sql_owned(format!(
+            "SELECT trigger_id, min(started_at) FROM attempts \
+             WHERE trigger_id IN {ids} GROUP BY trigger_id"
+        ));
+        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(firsts));
+        for id in &again {
+            q = q.bind(*id);
+        }
+        first_started.extend(q.fetch_all(&mut **tx).await?);
+        Ok(first_started)
+    }
+
+    /// One multi-row insert for the batch's attempts: their ids by trigger.
+    async fn insert_attempts(
+        &self,
+        tx: &mut Tx,
+        claimed: &[ClaimedRow],
+        owner: &str,
+    ) -> StoreResult<HashMap<i64, i64>> {
+        let insert = self.dialect.multi_row(
+            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
+             lease_until)",
+            "(?, ?, ?, ?, ?, ?)",
+            claimed.len(),
+            "RETURNING trigger_id, id",
+        );
+        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(insert));
+        for c in claimed {
+            q = q
+                .bind(c.id)
+                .bind(c.attempts)
+                .bind(owner)
+                .bind(c.fencing_token)
+                .bind(c.updated_at)
+                .bind(c.lease_until);
+        }
+        Ok(q.fetch_all(&mut **tx).await?.into_iter().collect())
     }
 
     /// Claim up to `limit` triggers of one lane: fencing token + 1, lease on
@@ -381,21 +417,12 @@ impl Store {
     }
 }
 
-/// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
-/// write lock is held from the first read, so nothing moves between
-/// choosing the batch and claiming it.
-fn claim_in(
+/// SQLite's candidates: up to `limit` of each lane, by id.
+fn candidates_in(
     tx: &rusqlite::Transaction<'_>,
-    owner: &str,
-    lease_ms: i64,
+    now: i64,
     limit: i64,
-    share: i64,
-    now: Option<i64>,
-) -> StoreResult<Vec<Claim>> {
-    let now: i64 = match now {
-        Some(now) => now,
-        None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
-    };
+) -> StoreResult<HashMap<i64, Candidate>> {
     // Each lane is an ordered walk of an index that stops after the batch:
     // `triggers_claim` (state, priority, next_run_at, id) for due retries
     // and pending rows, `triggers_lease` (lease_until, running rows only)
@@ -427,10 +454,29 @@ fn claim_in(
                  ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
          JOIN triggers t ON t.id = c.id"
     ))?;
-    let mut candidates: HashMap<i64, Candidate> = scan
+    let candidates = scan
         .query_map(rusqlite::params![now, limit], Candidate::from_row)?
         .map(|c| c.map(|c| (c.id, c)))
         .collect::<rusqlite::Result<_>>()?;
+    Ok(candidates)
+}
+
+/// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
+/// write lock is held from the first read, so nothing moves between
+/// choosing the batch and claiming it.
+fn claim_in(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &str,
+    lease_ms: i64,
+    limit: i64,
+    share: i64,
+    now: Option<i64>,
+) -> StoreResult<Vec<Claim>> {
+    let now: i64 = match now {
+        Some(now) => now,
+        None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
+    };
+    let mut candidates = candidates_in(tx, now, limit)?;
     // Claim order within each lane: (priority, next_run_at, id).
     let mut order: Vec<(bool, i64, i64, i64)> = candidates
         .values()
