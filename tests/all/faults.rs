@@ -378,13 +378,18 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
         "A is mid-job when killed"
     );
     a.kill();
-    let killed = Instant::now();
+    let killed_at = host.store.now_ms().await.unwrap();
+    // B's attempt row, not its lease: B may run the rest and finish between
+    // two looks, and the row stays.
     let takeover = eventually(
         Duration::from_secs(30),
         "B takes the trigger over",
         || async {
-            let tr = host.store.trigger_get(t.id).await.unwrap();
-            (tr.lease_owner.as_deref() == Some("B")).then(|| killed.elapsed())
+            let attempts = host.store.attempts_for(t.id).await.unwrap();
+            let b = attempts.iter().find(|a| a.runner_id == "B")?;
+            Some(Duration::from_millis(
+                (b.started_at - killed_at).max(0) as u64
+            ))
         },
     )
     .await;
