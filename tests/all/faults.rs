@@ -143,7 +143,7 @@ db_test!(
     a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers,
     workers = 2
 );
-/// 1. The stale writer. A claims the trigger (token 77), checkpoints five
+/// Fault 1, the stale writer. A claims the trigger (token 77), checkpoints five
 /// steps and sends its effect, which the ledger parks; A is SIGSTOPped.
 /// B claims after the lease lapses (78), resumes from A's checkpoint,
 /// sends the effect again under 78 and commits. A is SIGCONTed: its
@@ -340,7 +340,7 @@ db_test!(
     a_killed_runners_trigger_is_finished_by_another_process_from_its_checkpoint,
     workers = 2
 );
-/// 2. A runner SIGKILLed mid-job: another process takes the trigger over
+/// Fault 2, a runner SIGKILLed mid-job: another process takes the trigger over
 /// from the last checkpoint once the lease lapses (lease + one poll, plus
 /// slack for a loaded machine); two attempts, one result. A's attempt waits
 /// at its gate after three checkpoints, so it is mid-job when killed
@@ -461,7 +461,7 @@ db_test!(
     a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons,
     workers = 2
 );
-/// 3. A scheduler killed while it owns shards. Three `serve` processes
+/// Fault 3, a scheduler killed while it owns shards. Three `serve` processes
 /// share the 16 shards and 20 jobs firing every second (misfire `all`, a
 /// 2 s threshold so the outage's times count as missed and are caught up
 /// within a 1 min window). The process owning the most job-bearing shards
@@ -712,7 +712,7 @@ db_test!(
     a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result,
     workers = 2
 );
-/// 4. The database goes away under two runners with long jobs in flight
+/// Fault 4, the database goes away under two runners with long jobs in flight
 /// and a one-second cron job. On PostgreSQL the server is really stopped
 /// (`pg_ctl -m fast`, every connection cut) and started again once both
 /// runners have given up every lease; it is a throwaway server of this
