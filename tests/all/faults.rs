@@ -186,7 +186,12 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     .unwrap();
     ledger.hold(key, 77).await;
 
-    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
+    // One slot, which A's parked attempt keeps: A cannot claim the trigger
+    // a second time itself. (Stopping A while it holds a lock, as
+    // `stop_outside_a_transaction` may, can outlast its lease; with a free
+    // slot A once took its own lapsed trigger back as attempt 78 and
+    // finished it before B started.)
+    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("1"));
     eventually(
         Duration::from_secs(60),
         "A's effect parked at the ledger",
