@@ -8,15 +8,18 @@ demo: guests
 	cargo run --quiet -p paddock -- demo
 
 # Every test: unit, integration (real wasmtime, real guests, real processes)
-# and the reference ledger's HTTP tests — once on SQLite, once more on
-# PostgreSQL (scripts/test-postgres.sh finds or starts the server and makes a
-# fresh database; no server fails the run). Then the demo as a smoke test,
-# with the binary `cargo test` just built (`cargo run -p paddock` would
-# resolve features for one package only and rebuild half the tree).
+# and the reference ledger's HTTP tests, in one run. Each integration test
+# that touches the store runs on SQLite and on PostgreSQL, named for each
+# (`...::sqlite`, `...::postgres`); scripts/test-postgres.sh finds or starts
+# the server and makes a fresh database (no server fails the run), and
+# scripts/test-counts.sh prints how many tests ran on each. Then the demo as
+# a smoke test, with the binary `cargo test` just built (`cargo run -p
+# paddock` would resolve features for one package only and rebuild half the
+# tree).
 test: guests
-	cargo test --workspace
 	url=$$(bash scripts/test-postgres.sh) && \
 	  PADDOCK_TEST_DATABASE_URL=$$url cargo test --workspace
+	bash scripts/test-counts.sh
 	"$${CARGO_TARGET_DIR:-target}/debug/paddock" demo
 
 guests:

@@ -10,7 +10,7 @@
 # Output: target/guests/<name>.wasm, one per cdylib crate under guests/, where
 # <name> is the crate name with `-` replaced by `_` (cargo's artifact name;
 # today every name is a single word: hello, noop, trap, spin, hog, effector,
-# forbidden).
+# forbidden, gated).
 #
 # Everything lives under target/ of the repo root, in directories of its own:
 #   target/guests-build  cargo target dir of the guest workspace (wasm32 core modules)

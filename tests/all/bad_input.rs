@@ -1,7 +1,7 @@
 //! Bad input gets a clear error naming the problem, and nothing already
 //! stored is lost, nor any partial row left behind.
 
-use crate::{TestHost, guest};
+use crate::{Db, TestHost, guest};
 use paddock::store::prelude::*;
 use std::path::Path;
 
@@ -22,24 +22,24 @@ async fn apply_err(host: &TestHost, text: &str) -> String {
         .to_string()
 }
 
-async fn stored_host() -> TestHost {
-    let host = TestHost::new().await;
+async fn stored_host(db: Db) -> TestHost {
+    let host = TestHost::new(db).await;
     host.job("existing", "hello", "").await;
     host
 }
 
-#[tokio::test]
-async fn malformed_toml_is_refused_and_stores_nothing() {
-    let host = stored_host().await;
+db_test!(malformed_toml_is_refused_and_stores_nothing);
+async fn malformed_toml_is_refused_and_stores_nothing(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let err = apply_err(&host, "id = \"x\"\ntenant = ").await;
     assert!(err.contains("not valid TOML"), "{err}");
     assert_eq!(snapshot(&host).await, before);
 }
 
-#[tokio::test]
-async fn unknown_manifest_fields_are_named() {
-    let host = stored_host().await;
+db_test!(unknown_manifest_fields_are_named);
+async fn unknown_manifest_fields_are_named(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let text = format!(
         "id = \"x\"\ntenant = \"t\"\ncomponent = \"{}\"\nretries = 5\n",
@@ -50,9 +50,9 @@ async fn unknown_manifest_fields_are_named() {
     assert_eq!(snapshot(&host).await, before);
 }
 
-#[tokio::test]
-async fn a_file_that_is_not_wasm_is_refused_as_such() {
-    let host = stored_host().await;
+db_test!(a_file_that_is_not_wasm_is_refused_as_such);
+async fn a_file_that_is_not_wasm_is_refused_as_such(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let err = host
         .registry
@@ -64,9 +64,9 @@ async fn a_file_that_is_not_wasm_is_refused_as_such() {
     assert_eq!(snapshot(&host).await, before);
 }
 
-#[tokio::test]
-async fn a_core_module_is_refused_with_how_to_make_a_component() {
-    let host = stored_host().await;
+db_test!(a_core_module_is_refused_with_how_to_make_a_component);
+async fn a_core_module_is_refused_with_how_to_make_a_component(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let empty_core_module = b"\0asm\x01\0\0\0";
     let err = host
@@ -82,9 +82,9 @@ async fn a_core_module_is_refused_with_how_to_make_a_component() {
     assert_eq!(snapshot(&host).await, before);
 }
 
-#[tokio::test]
-async fn a_component_importing_what_the_host_does_not_provide_is_refused_by_import_name() {
-    let host = stored_host().await;
+db_test!(a_component_importing_what_the_host_does_not_provide_is_refused_by_import_name);
+async fn a_component_importing_what_the_host_does_not_provide_is_refused_by_import_name(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let audit_before = host.count("audit_log").await;
     let err = host
@@ -101,9 +101,9 @@ async fn a_component_importing_what_the_host_does_not_provide_is_refused_by_impo
     assert_eq!(audit.last().unwrap().action, "component.rejected");
 }
 
-#[tokio::test]
-async fn a_manifest_naming_an_unknown_group_or_component_is_refused() {
-    let host = stored_host().await;
+db_test!(a_manifest_naming_an_unknown_group_or_component_is_refused);
+async fn a_manifest_naming_an_unknown_group_or_component_is_refused(db: Db) {
+    let host = stored_host(db).await;
     let before = snapshot(&host).await;
     let text = format!(
         "id = \"x\"\ntenant = \"t\"\ncomponent = \"{}\"\nresource_group = \"gpu\"\n",
@@ -129,9 +129,9 @@ async fn a_manifest_naming_an_unknown_group_or_component_is_refused() {
     assert_eq!(snapshot(&host).await, before);
 }
 
-#[tokio::test]
-async fn bad_durations_in_the_retry_budget_name_the_field() {
-    let host = stored_host().await;
+db_test!(bad_durations_in_the_retry_budget_name_the_field);
+async fn bad_durations_in_the_retry_budget_name_the_field(db: Db) {
+    let host = stored_host(db).await;
     let text = format!(
         "id = \"x\"\ntenant = \"t\"\ncomponent = \"{}\"\n[retry]\nbackoff = \"soon\"\n",
         guest("hello").display()

@@ -3,7 +3,7 @@
 //! no backtrace. (The rule that makes it so is written where the binary
 //! prints errors, `host/src/bin/paddock/main.rs`.)
 
-use crate::{TestHost, guest};
+use crate::{Db, TestHost, guest};
 use std::path::Path;
 use std::process::Command;
 
@@ -64,9 +64,9 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
     path.display().to_string()
 }
 
-#[tokio::test]
-async fn component_refusals_are_one_line_each_cause_once() {
-    let host = TestHost::new().await;
+db_test!(component_refusals_are_one_line_each_cause_once);
+async fn component_refusals_are_one_line_each_cause_once(db: Db) {
+    let host = TestHost::new(db).await;
     let dir = host.dir.path();
     let empty = write(dir, "empty.wasm", b"");
     paddock(&host.url, &["component", "push", &empty]).is_one_clean_line("not a WebAssembly file");
@@ -80,9 +80,9 @@ async fn component_refusals_are_one_line_each_cause_once() {
         .is_one_clean_line("cannot read 'no/such/file.wasm'");
 }
 
-#[tokio::test]
-async fn manifest_and_schedule_refusals_are_one_line_each_cause_once() {
-    let host = TestHost::new().await;
+db_test!(manifest_and_schedule_refusals_are_one_line_each_cause_once);
+async fn manifest_and_schedule_refusals_are_one_line_each_cause_once(db: Db) {
+    let host = TestHost::new(db).await;
     let dir = host.dir.path();
     let malformed = write(dir, "malformed.toml", b"id = \"x\"\ntenant = ");
     paddock(&host.url, &["job", "apply", &malformed]).is_one_clean_line("not valid TOML");
@@ -110,9 +110,9 @@ async fn manifest_and_schedule_refusals_are_one_line_each_cause_once() {
     paddock(&host.url, &preview).is_one_clean_line("cron expression has 8 fields");
 }
 
-#[tokio::test]
-async fn admin_refusals_are_one_line_each_cause_once() {
-    let host = TestHost::new().await;
+db_test!(admin_refusals_are_one_line_each_cause_once);
+async fn admin_refusals_are_one_line_each_cause_once(db: Db) {
+    let host = TestHost::new(db).await;
     paddock(&host.url, &["trigger", "show", "999999"]).is_one_clean_line("not found");
     paddock(&host.url, &["trigger", "cancel", "999999"])
         .is_one_clean_line("trigger 999999 is not pending, waiting or running");
@@ -137,7 +137,8 @@ async fn database_refusals_are_one_line_each_cause_once() {
     for args in [&["job", "list"][..], &["serve"]] {
         paddock(&nowhere, args).is_one_clean_line("unable to open database file");
     }
-    if let Some(base) = crate::postgres_base_url() {
+    {
+        let base = crate::postgres_base_url();
         let (server, _) = base.rsplit_once('/').expect("a database in the URL");
         let missing = format!("{server}/paddock_no_such_database");
         for args in [&["job", "list"][..], &["serve"]] {

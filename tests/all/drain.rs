@@ -6,13 +6,16 @@
 //!   budget spent), the process prints the unfinished list and exits 0; a
 //!   second process resumes them from their checkpoints with a new token
 //!   and finishes all 120, each exactly once (the conservation query).
+//!   "Long" and "in flight" are the test's to decide: those attempts wait at
+//!   gates (the `gated` guest, held at the reference ledger) until the test
+//!   opens them, each at the step of the drain it is about.
 //! - Heartbeats run on their own runtime: with the main runtime's only
 //!   worker blocked for three lease lengths and CPU-bound guests on every
 //!   runner slot, leases keep being renewed and no rival can claim.
 
-use crate::TestHost;
-use crate::ledger::{Ledger, connector, effect, put};
+use crate::ledger::{Ledger, connector, effect, put, put_gate};
 use crate::procs::{Proc, eventually};
+use crate::{Db, TestHost};
 use paddock::effects::EffectGateway;
 use paddock::lease::{Heartbeats, Runner, RunnerConfig};
 use paddock::store::Store;
@@ -20,25 +23,14 @@ use paddock::store::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// Long jobs: few, so the suite's other tests (which run beside this one
-/// with short leases) are not starved of CPU by many spinning guests.
 const LONG: usize = 8;
 const SHORT: usize = 112;
-/// Steps of a long job, each ~10 ms of CPU and a checkpoint: with 8 of
-/// them sharing the machine, several seconds each, so they are mid-run at
-/// TERM and still running when the drain timeout passes. (150 was too few
-/// on a quiet machine: all eight finished 2.3 s after TERM, inside a 3 s
-/// drain timeout. A paused job stops at its next step, so more steps cost
-/// nothing before TERM; the second process runs the rest.)
-const LONG_STEPS: i64 = 400;
-
-/// Busy-loop iterations per long step (~9 ms of CPU here), scaled with
-/// the cores so that more cores do not finish the long jobs before the
-/// drain timeout.
-fn long_spin() -> u64 {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    6_000_000 * (cores.max(2) as u64 / 2)
-}
+/// Short triggers held at a gate after their last step, so that some are
+/// surely in flight at TERM.
+const SHORT_IN_FLIGHT: usize = 4;
+/// Steps of a long job: one before its gate, the rest after it (the
+/// second process runs those).
+const LONG_STEPS: i64 = 5;
 
 async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
     sqlx::query_scalar(host.store.sql(sql))
@@ -47,28 +39,28 @@ async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
         .unwrap()
 }
 
-/// Jobs `long` and `short` (hello) in a group with room for them; one
-/// attempt each, so a drain that spent the budget or took a pause for a
-/// failure would leave a trigger failed.
-async fn drain_jobs(host: &TestHost) {
+/// Jobs `long` and `short` (the `gated` guest) in a group with room for
+/// them; one attempt each, so a drain that spent the budget or took a pause
+/// for a failure would leave a trigger failed. A long job waits at its gate
+/// after one step; a short one runs three steps and, when its trigger says
+/// `gate_at = 3`, waits at a gate after them (its last host call, so once
+/// let through it can only finish).
+async fn drain_jobs(host: &TestHost, ledger: &Ledger) {
+    put_gate(&host.store, ledger).await;
     host.group("drain", i64::MAX, 64 << 20, Duration::from_secs(300))
         .await;
     let retry = "[retry]\nmax_attempts = 1\nbackoff = \"1s\"";
+    let gated = "resource_group = \"drain\"\nconnectors = [\"gate\"]";
     host.job(
         "long",
-        "hello",
-        &format!(
-            "resource_group = \"drain\"\n[params]\nsteps = {LONG_STEPS}\nspin_per_step = {}\n{retry}",
-            long_spin()
-        ),
+        "gated",
+        &format!("{gated}\n[params]\nsteps = {LONG_STEPS}\ngate_at = 1\n{retry}"),
     )
     .await;
     host.job(
         "short",
-        "hello",
-        &format!(
-            "resource_group = \"drain\"\n[params]\nsteps = 3\nspin_per_step = 2000000\n{retry}"
-        ),
+        "gated",
+        &format!("{gated}\n[params]\nsteps = 3\n{retry}"),
     )
     .await;
 }
@@ -77,15 +69,31 @@ fn serve_flags() -> Vec<&'static str> {
     vec![
         "--concurrency",
         "16",
+        // Claims of four: the first ones take the long and the held short
+        // triggers, and the rest still flow through the four slots left.
+        "--claim-batch",
+        "4",
         "--lease",
         "10s",
         "--poll",
         "50ms",
         "--drain-timeout",
-        "2s",
+        "1s",
+        // Far beyond the test: nothing is interrupted, every long attempt
+        // answers the pause itself once its gate opens.
         "--drain-grace",
-        "10s",
+        "120s",
     ]
+}
+
+/// Wait until `p` has logged `line`.
+async fn logged(p: &Proc, line: &str) {
+    eventually(
+        Duration::from_secs(60),
+        &format!("{} to log {line:?}", p.name),
+        || async { p.stderr().contains(line).then_some(()) },
+    )
+    .await;
 }
 
 /// One line of the unfinished list: (trigger, job, state, attempts,
@@ -121,50 +129,86 @@ fn parse_unfinished(stdout: &str) -> Vec<(i64, String, String, i64, Option<i64>,
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_all_exactly_once() {
+db_test!(
+    sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_all_exactly_once,
+    workers = 2
+);
+async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_all_exactly_once(
+    db: Db,
+) {
     let started = Instant::now();
-    let host = TestHost::new().await;
-    drain_jobs(&host).await;
-    // Long ones first: the first claim takes them all, and the short ones
-    // flow through the remaining slots.
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    drain_jobs(&host, &ledger).await;
+    // Long ones first, then the short ones, the first few held after
+    // their last step.
+    let mut long = Vec::new();
     for _ in 0..LONG {
-        host.trigger("long", json!({})).await;
+        let id = host.trigger("long", json!({})).await.id;
+        ledger.hold_gate(id, 1).await;
+        long.push(id);
     }
-    for _ in 0..SHORT {
-        host.trigger("short", json!({})).await;
+    let mut held_short = Vec::new();
+    for i in 0..SHORT {
+        if i < SHORT_IN_FLIGHT {
+            let id = host.trigger("short", json!({"gate_at": 3})).await.id;
+            ledger.hold_gate(id, 1).await;
+            held_short.push(id);
+        } else {
+            host.trigger("short", json!({})).await;
+        }
     }
     assert_eq!(host.count("triggers").await, 120);
 
     let mut a = Proc::serve("drain-a", &host.url, host.dir.path(), &serve_flags());
-    // TERM once every long job is mid-run (a checkpoint saved) and short
-    // ones are flowing (some done, some running, most still to come).
-    let (short_done_at_term, short_running_at_term) = eventually(
+    // TERM once every long job is mid-run (a checkpoint saved, waiting at
+    // its gate), the held short ones are in flight and others flowing.
+    for id in long.iter().chain(&held_short) {
+        ledger.at_gate(*id, 1).await;
+    }
+    eventually(
         Duration::from_secs(60),
-        "long jobs mid-run and short ones flowing",
+        "short ones flowing past the held ones",
         || async {
-            let long_mid_run = scalar(
-                &host,
-                "SELECT count(*) FROM triggers t JOIN checkpoints c ON c.trigger_id = t.id \
-                 WHERE t.job_id = 'long' AND t.state = 'running' AND c.seq >= 1",
-            )
-            .await;
-            let short_done = scalar(
+            let done = scalar(
                 &host,
                 "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'succeeded'",
             )
             .await;
-            let short_running = scalar(
-                &host,
-                "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'running'",
-            )
-            .await;
-            (long_mid_run == LONG as i64 && short_done >= 4 && short_running >= 1)
-                .then_some((short_done, short_running))
+            (done >= 4).then_some(())
         },
     )
     .await;
+    let long_mid_run = scalar(
+        &host,
+        "SELECT count(*) FROM triggers t JOIN checkpoints c ON c.trigger_id = t.id \
+         WHERE t.job_id = 'long' AND t.state = 'running' AND c.seq >= 1",
+    )
+    .await;
+    assert_eq!(long_mid_run, LONG as i64);
     a.signal("TERM");
+    logged(&a, "runner stopping: no new claims").await;
+    // Counted after the runner stopped claiming: every short trigger
+    // running now was in flight at TERM.
+    // One statement, so a short one finishing meanwhile is counted once.
+    let (short_done_at_term, short_running_at_term): (i64, i64) = sqlx::query_as(host.store.sql(
+        "SELECT count(CASE WHEN state = 'succeeded' THEN 1 END), \
+         count(CASE WHEN state = 'running' THEN 1 END) FROM triggers WHERE job_id = 'short'",
+    ))
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
+    assert!(short_running_at_term >= SHORT_IN_FLIGHT as i64);
+    // The held short attempts go on during the drain and finish.
+    for id in &held_short {
+        ledger.open_gate(*id, 1).await;
+    }
+    // The long ones are asked to pause at the drain timeout; only then do
+    // they leave their gates and reach a safe point to answer it.
+    logged(&a, "drain timeout: asking attempts to checkpoint and pause").await;
+    for id in &long {
+        ledger.open_gate(*id, 1).await;
+    }
     let status = a
         .wait_exit(Duration::from_secs(60))
         .unwrap_or_else(|| panic!("A did not exit after TERM\n{}", a.stderr()));
@@ -178,7 +222,7 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
     // The unfinished list: long jobs only, released to pending from a
     // checkpoint part-way through.
     let unfinished = parse_unfinished(&out);
-    assert!(!unfinished.is_empty(), "long jobs were parked:\n{out}");
+    assert_eq!(unfinished.len(), LONG, "every long job was parked:\n{out}");
     for (id, job, state, attempts, checkpoint, outcome) in &unfinished {
         assert_eq!(
             (job.as_str(), state.as_str(), *attempts, outcome.as_str()),
@@ -186,7 +230,7 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
             "trigger {id}:\n{out}"
         );
         let seq = checkpoint.unwrap_or_else(|| panic!("trigger {id} parked without a checkpoint"));
-        assert!((1..LONG_STEPS).contains(&seq), "trigger {id} at {seq}");
+        assert_eq!(seq, 2, "trigger {id}: one step before the gate, one after");
         let t = host.store.trigger_get(*id).await.unwrap();
         assert_eq!((t.state.as_str(), t.lease_owner), ("pending", None));
         let attempts = host.store.attempts_for(*id).await.unwrap();
@@ -200,9 +244,7 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
         );
     }
     // Short attempts in flight at TERM finished: A released none of them,
-    // and every one running just before TERM succeeded (before it or
-    // during the drain). Fast short jobs may all have committed before the
-    // signal landed, so "more succeeded after TERM" is not asked.
+    // and every one running at TERM succeeded during the drain.
     let short_released = scalar(
         &host,
         "SELECT count(*) FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
@@ -215,11 +257,16 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
         "SELECT count(*) FROM triggers WHERE job_id = 'short' AND state = 'succeeded'",
     )
     .await;
-    assert!(
-        short_done_after >= short_done_at_term + short_running_at_term,
+    assert_eq!(
+        short_done_after,
+        short_done_at_term + short_running_at_term,
         "short attempts in flight at TERM finished ({short_done_at_term} done and \
          {short_running_at_term} running → {short_done_after} done)"
     );
+    for id in &held_short {
+        let t = host.store.trigger_get(*id).await.unwrap();
+        assert_eq!((t.state.as_str(), t.attempts), ("succeeded", 1), "{id}");
+    }
     assert_eq!(
         scalar(
             &host,
@@ -316,6 +363,7 @@ async fn sigterm_drains_short_work_parks_long_work_and_a_new_process_finishes_al
         unfinished.len(),
         started.elapsed()
     );
+    ledger.stop().await;
 }
 
 /// Wait until `owner` holds every one of `n` triggers' leases.
@@ -383,22 +431,26 @@ fn rival(url: String, for_how_long: Duration) -> std::thread::JoinHandle<RivalVi
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_are_busy() {
-    let host = TestHost::new().await;
+db_test!(
+    heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_are_busy,
+    workers = 1
+);
+async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_are_busy(db: Db) {
+    let host = TestHost::new(db).await;
     host.group("busy", i64::MAX, 64 << 20, Duration::from_secs(300))
         .await;
-    // CPU-bound guests that outlast the block below (seconds each, on the
-    // guest runtime), one per runner slot.
+    // CPU-bound guests, one per runner slot, that burn until they are
+    // told to stop (the test cancels them after the block below).
     host.job(
         "busy",
-        "hello",
-        "resource_group = \"busy\"\n[params]\nsteps = 20\nspin_per_step = 300000000",
+        "gated",
+        "resource_group = \"busy\"\n[params]\nsteps = 0\nburn = true",
     )
     .await;
     const N: i64 = 2;
+    let mut ids = Vec::new();
     for _ in 0..N {
-        host.trigger("busy", json!({})).await;
+        ids.push(host.trigger("busy", json!({})).await.id);
     }
     let lease = Duration::from_secs(2);
     let config = RunnerConfig {
@@ -433,6 +485,11 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
         .await
         .unwrap();
     hog.await.unwrap();
+    // The guests would burn forever: end them through the cancel path,
+    // which the runner commits under the token it claimed with.
+    for id in &ids {
+        assert!(host.store.trigger_request_cancel(*id).await.unwrap());
+    }
     let summaries = run.await.unwrap();
 
     assert!(view.polls >= 10, "{view:?}");
@@ -442,20 +499,22 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     );
     assert_eq!(view.expired_seen, 0, "{view:?}");
     // Renewed while the runtime was blocked: the leases moved forward.
-    if let (Some(first), Some(last)) = (view.first_lease_until, view.last_lease_until) {
-        assert!(
-            last > first + lease.as_millis() as i64,
-            "leases were renewed during the block: {view:?}"
-        );
-    }
+    let (Some(first), Some(last)) = (view.first_lease_until, view.last_lease_until) else {
+        panic!("the rival saw no lease: {view:?}");
+    };
+    assert!(
+        last > first + lease.as_millis() as i64,
+        "leases were renewed during the block: {view:?}"
+    );
+    // Each attempt kept its lease to the end: its cancel committed.
     assert_eq!(summaries.len(), N as usize);
     for s in &summaries {
-        assert!(s.committed && s.outcome == "succeeded", "{s:?}");
+        assert!(s.committed && s.outcome == "cancelled", "{s:?}");
     }
     assert_eq!(
         scalar(
             &host,
-            "SELECT count(*) FROM triggers WHERE state = 'succeeded' AND attempts = 1"
+            "SELECT count(*) FROM triggers WHERE state = 'cancelled' AND attempts = 1"
         )
         .await,
         N
@@ -466,9 +525,14 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_and_released() {
-    let host = TestHost::new().await;
+db_test!(
+    a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_and_released,
+    workers = 2
+);
+async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_and_released(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
     host.group("forever", i64::MAX, 64 << 20, Duration::from_secs(300))
         .await;
     // `spin` never calls the host: it cannot answer a pause.
@@ -554,14 +618,21 @@ async fn a_guest_that_never_reaches_a_safe_point_is_interrupted_after_the_grace_
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_attempt_queries_it()
-{
-    let host = TestHost::new().await;
+db_test!(
+    an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_attempt_queries_it,
+    workers = 4
+);
+/// The effect is held at the ledger while the drain asks for a pause; let
+/// go after that, the ledger applies it and loses the answer, so the host
+/// cannot know it happened.
+async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_attempt_queries_it(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     put(
         &host.store,
-        connector("ledger", &ledger, Duration::from_millis(800), true),
+        connector("ledger", &ledger, Duration::from_secs(120), true),
     )
     .await;
     host.job(
@@ -571,56 +642,56 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
     )
     .await;
     let key = "drain-pay/reserve/v1";
-    // The ledger applies the effect at once but answers after the
-    // connector's timeout: the host cannot know it happened.
+    ledger.hold(key, 1).await;
     ledger
-        .fault(json!({"delay_response_ms": 2000, "count": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
         .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-D", "reserve", key, 5))
         .await;
-    let runner = Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        RunnerConfig {
-            runner_id: "A".into(),
-            poll_interval: Duration::from_millis(20),
-            drain_timeout: Duration::from_millis(100),
-            drain_grace: Duration::from_secs(20),
-            ..RunnerConfig::default()
-        },
+    let mut a = Proc::serve(
+        "A",
+        &host.url,
+        host.dir.path(),
+        &[
+            "--poll",
+            "20ms",
+            "--drain-timeout",
+            "100ms",
+            "--drain-grace",
+            "120s",
+        ],
     );
-    let store = host.store.clone();
     // Shut down while the effect is in flight (its intent is written).
-    let shutdown = async move {
-        loop {
-            let n: i64 = sqlx::query_scalar(
-                store.sql("SELECT count(*) FROM effects WHERE state = 'intent'"),
-            )
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-            if n == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    let report = runner.run_and_drain(shutdown).await;
-    assert!(report.paused && !report.interrupted, "{report:?}");
-    assert_eq!(report.released(), 1, "{report:?}");
-    let u = &report.unfinished[0];
-    assert_eq!(
-        (u.trigger_id, u.state.as_str(), u.unknown_effects.clone()),
-        (t.id, "pending", vec![key.to_string()]),
-        "{report:?}"
+    ledger.wait_held(key, 1).await;
+    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    assert_eq!((e.state.as_str(), e.sends), ("intent", 1));
+    a.signal("TERM");
+    logged(&a, "drain timeout: asking attempts to checkpoint and pause").await;
+    ledger.release(key).await;
+    let status = a
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("A did not exit after TERM\n{}", a.stderr()));
+    let out = a.stdout();
+    assert!(status.success(), "A exited {status}\n{out}\n{}", a.stderr());
+    assert!(
+        out.contains(
+            "1 attempt(s) ended, 1 released from their checkpoint, pause requested; 1 unfinished"
+        ),
+        "paused, released and not interrupted:\n{out}"
     );
     assert!(
-        u.to_string().ends_with(&format!("unknown_effects {key}")),
-        "{u}"
+        out.lines().any(|l| l
+            == format!(
+                "unfinished trigger {} job pay state pending attempts 1 checkpoint - \
+                 attempt released unknown_effects {key}",
+                t.id
+            )),
+        "{out}"
     );
     let e = host.store.effect_get(key).await.unwrap().unwrap();
     assert_eq!((e.state.as_str(), e.sends), ("unknown", 1));
+    assert_eq!(ledger.stat("applied").await, 1, "the ledger applied it");
 
     // The next attempt asks the ledger by key before anything else: found,
     // so it replays instead of sending again.

@@ -3,8 +3,8 @@
 //! retry storm. One trigger per ledger resource, because the ledger compares
 //! fencing tokens per resource while Paddock's are per trigger.
 
-use crate::TestHost;
 use crate::ledger::{Ledger, connector, effect, put};
+use crate::{Db, TestHost};
 use paddock::effects::EffectGateway;
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::store::NewTrigger;
@@ -28,8 +28,8 @@ async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
 /// A host with the reference ledger as connector `ledger` (queryable, tokens
 /// compared, calls time out after `timeout`) and job `pay` (the effector
 /// guest) with `manifest` (grants and retry policy, from [`job_toml`]).
-async fn pay_setup(timeout: Duration, manifest: &str) -> (TestHost, Ledger) {
-    let host = TestHost::new().await;
+async fn pay_setup(db: Db, timeout: Duration, manifest: &str) -> (TestHost, Ledger) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     put(&host.store, connector("ledger", &ledger, timeout, true)).await;
     host.job("pay", "effector", manifest).await;
@@ -42,9 +42,15 @@ fn job_toml(connectors: &[&str], max_attempts: u32, backoff: &str, jitter: bool)
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_after_querying() {
+db_test!(
+    duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_after_querying,
+    workers = 4
+);
+async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_after_querying(
+    db: Db,
+) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["ledger"], 3, "10ms", true),
     )
@@ -132,9 +138,12 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host() {
-    let host = TestHost::new().await;
+db_test!(
+    a_stale_writer_is_refused_by_the_downstream_and_by_the_host,
+    workers = 4
+);
+async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     put(
         &host.store,
@@ -217,9 +226,13 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host() {
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing_is_sent() {
+db_test!(
+    a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing_is_sent,
+    workers = 4
+);
+async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing_is_sent(db: Db) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["ledger"], 3, "10ms", true),
     )
@@ -305,9 +318,10 @@ async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_job_may_only_call_connectors_it_is_granted() {
+db_test!(a_job_may_only_call_connectors_it_is_granted, workers = 4);
+async fn a_job_may_only_call_connectors_it_is_granted(db: Db) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["other"], 1, "10ms", true),
     )
@@ -326,33 +340,49 @@ async fn a_job_may_only_call_connectors_it_is_granted() {
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates() {
-    let host = TestHost::new().await;
+db_test!(
+    unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates,
+    workers = 4
+);
+async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(db: Db) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
-    let timeout = Duration::from_millis(300);
-    put(&host.store, connector("ledger", &ledger, timeout, true)).await;
-    put(&host.store, connector("blind", &ledger, timeout, false)).await;
+    // A lost answer is lost at once (the ledger resets the connection), so
+    // these wait long; the held requests are given up after `held`'s
+    // timeout, which only they pay.
+    let long = Duration::from_secs(60);
+    put(&host.store, connector("ledger", &ledger, long, true)).await;
+    put(&host.store, connector("blind", &ledger, long, false)).await;
+    put(
+        &host.store,
+        connector("held", &ledger, Duration::from_secs(2), true),
+    )
+    .await;
     host.job(
         "pay",
         "effector",
-        &job_toml(&["ledger", "blind"], 3, "10ms", true),
+        &job_toml(&["ledger", "blind", "held"], 3, "10ms", true),
     )
     .await;
     let key = |i: usize| format!("drain-{i}/reserve/v1");
     for i in 0..10 {
-        let (conn, fault) = match i {
-            // committed downstream, answer too late
-            0..=6 => ("ledger", json!({"delay_response_ms": 1500})),
-            // never committed: still waiting when the host gave up, then 503
-            7 | 8 => ("ledger", json!({"latency_ms": 1500, "error_rate": 1.0})),
-            // committed, but the connector cannot be asked
-            _ => ("blind", json!({"delay_response_ms": 1500})),
+        let conn = match i {
+            // committed downstream, the answer lost
+            0..=6 => "ledger",
+            // never committed: held at the ledger until the host gives up
+            // (the first attempt's token only; a resend goes through)
+            7 | 8 => "held",
+            // committed, the answer lost, and the connector cannot be asked
+            _ => "blind",
         };
-        let mut rule = fault;
-        rule["count"] = json!(1);
-        rule["scope"] = json!({"idempotency_key": key(i)});
-        ledger.fault(rule).await;
+        if (7..=8).contains(&i) {
+            ledger.hold(&key(i), 1).await;
+        } else {
+            ledger
+                .fault(json!({"drop_response_after_commit": 1,
+                              "scope": {"idempotency_key": key(i)}}))
+                .await;
+        }
         host.trigger(
             "pay",
             effect(conn, &format!("RES-{i}"), "reserve", &key(i), 5),
@@ -385,7 +415,8 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
         10
     );
     drop(runner_a);
-    tokio::time::sleep(Duration::from_millis(1700)).await; // the downstream finishes
+    // Each committed one was committed before its answer was dropped; the
+    // held ones cannot land while held.
     assert_eq!(ledger.stat("applied").await, 8);
 
     // Restart: a new gateway's recovery scan resolves by key, sends nothing.
@@ -487,9 +518,15 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse() {
+db_test!(
+    a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse,
+    workers = 4
+);
+async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_cannot_recurse(
+    db: Db,
+) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["ledger"], 3, "10ms", true),
     )
@@ -539,9 +576,14 @@ async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_can
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evidence_ticket() {
-    let host = TestHost::new().await;
+db_test!(
+    a_downstream_record_for_another_operation_under_our_key_becomes_an_evidence_ticket,
+    workers = 4
+);
+async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evidence_ticket(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     put(
         &host.store,
@@ -553,10 +595,9 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
     host.job("pay", "effector", &job_toml(&["ledger"], 3, "5m", true))
         .await;
     let key = "order-5/reserve/v1";
-    ledger
-        .fault(json!({"latency_ms": 1000, "error_rate": 1.0, "count": 1,
-                      "scope": {"idempotency_key": key}}))
-        .await;
+    // Our request is held until the host gives up on it, and stays held
+    // (so it never lands) while another client uses the key.
+    ledger.hold(key, 1).await;
     host.trigger("pay", effect("ledger", "RES-5", "reserve", key, 5))
         .await;
     let s = host
@@ -565,7 +606,6 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
         .await
         .unwrap();
     assert_eq!(s[0].error_class.as_deref(), Some("unknown"));
-    tokio::time::sleep(Duration::from_millis(1100)).await;
     // Another client uses the same key for another resource.
     assert_eq!(
         ledger.post_effect("RES-OTHER", "reserve", key, 5).await,
@@ -593,9 +633,13 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
     ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt() {
+db_test!(
+    the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt,
+    workers = 4
+);
+async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_attempt(db: Db) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["ledger"], 3, "1m", false),
     )
@@ -616,27 +660,28 @@ async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_att
     );
     let guard =
         EffectGateway::new(host.store.clone()).spawn_recovery(Duration::from_millis(20), 100);
-    let mut state = String::new();
-    for _ in 0..250 {
-        state = host.store.effect_get(key).await.unwrap().unwrap().state;
-        if state == "succeeded" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::procs::eventually(Duration::from_secs(60), "the recovery scan", || async {
+        let state = host.store.effect_get(key).await.unwrap().unwrap().state;
+        (state == "succeeded").then_some(())
+    })
+    .await;
     drop(guard);
-    assert_eq!(state, "succeeded");
     assert_eq!(ledger.stat("requests_received").await, 1, "nothing resent");
     ledger.stop().await;
 }
 
+db_test!(
+    a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_silent_failure,
+    workers = 4
+);
 /// A downstream that does not honour idempotency keys may have half-applied
 /// any "failed" send, so a spent send budget is a person's decision: an
 /// exception ticket with the effect and the attempts. An idempotent
 /// downstream's failure under the same load is just a failure.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_silent_failure() {
-    let host = TestHost::new().await;
+async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_silent_failure(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     let mut blind = connector("blind", &ledger, Duration::from_secs(5), true);
     blind.idempotent = false;
@@ -689,12 +734,16 @@ async fn a_spent_budget_on_a_non_idempotent_connector_becomes_a_ticket_not_a_sil
     ledger.stop().await;
 }
 
+db_test!(
+    an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_it,
+    workers = 4
+);
 /// `paddock effects compensate` through the real binary: an operator's
 /// compensation is checked like a guest's, needs a person and a reason, is
 /// audited, and runs as an ordinary trigger with its own key and budget.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_it() {
+async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_it(db: Db) {
     let (host, ledger) = pay_setup(
+        db,
         Duration::from_secs(5),
         &job_toml(&["ledger"], 3, "10ms", true),
     )
@@ -769,14 +818,17 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
     ledger.stop().await;
 }
 
+db_test!(
+    an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_an_attempt,
+    workers = 4
+);
 /// While a connector's breaker is open, work that needs it is parked until
 /// the breaker lets a probe through — it does not burn attempts. With a
 /// budget of one attempt, a trigger refused by the open breaker would fail
 /// at once if the refusal spent its attempt; parked, it waits and succeeds
 /// once the downstream is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_an_attempt() {
-    let host = TestHost::new().await;
+async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_an_attempt(db: Db) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     let mut c = connector("ledger", &ledger, Duration::from_secs(5), true);
     c.breaker_min_calls = 1;
@@ -794,6 +846,9 @@ async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_
     let first = host
         .trigger("pay", effect("ledger", "RES-P1", "charge", "park/1", 5))
         .await;
+    // The breaker opens after this moment, so it half-opens no earlier
+    // than `before_open + open_ms`.
+    let before_open = host.store.now_ms().await.unwrap();
     runner.run_until_idle().await.unwrap();
     assert_eq!(
         host.store.trigger_get(first.id).await.unwrap().state,
@@ -809,9 +864,12 @@ async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_
     assert_eq!(summaries[0].outcome, "parked", "{summaries:?}");
     let t = host.store.trigger_get(parked.id).await.unwrap();
     assert_eq!(t.state, "pending");
+    // Whole milliseconds of two clocks: allow for their rounding only.
     assert!(
-        t.next_run_at >= host.store.now_ms().await.unwrap() + 500,
-        "parked until the breaker half-opens, not retried at once"
+        t.next_run_at >= before_open + 1_500 - 5,
+        "parked until the breaker half-opens, not retried at once \
+         ({} < {before_open} + 1500)",
+        t.next_run_at
     );
     assert_eq!(ledger.stat("requests_received").await, sent_while_failing);
 

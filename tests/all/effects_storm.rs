@@ -5,8 +5,8 @@
 //! breaker spends no attempts, so the clock is what ends it while the
 //! downstream stays down. Run with `--nocapture` to see the table.
 
-use crate::TestHost;
 use crate::ledger::{Ledger, connector, effect, put};
+use crate::{Db, TestHost};
 use paddock::effects::{BreakerState, EffectGateway};
 use paddock::lease::{Runner, RunnerConfig};
 use serde_json::json;
@@ -43,8 +43,8 @@ struct Row {
     while_open: Option<(u64, f64)>,
 }
 
-async fn run(policy: Policy) -> Row {
-    let host = TestHost::new().await;
+async fn run(db: Db, policy: Policy) -> Row {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     let mut c = connector("ledger", &ledger, Duration::from_secs(5), true);
     let (max_attempts, backoff, jitter) = match policy {
@@ -195,11 +195,16 @@ async fn run(policy: Policy) -> Row {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_retry_storm_stays_within_the_budget_and_the_breaker_cuts_calls_to_the_probe_rate() {
+db_test!(
+    a_retry_storm_stays_within_the_budget_and_the_breaker_cuts_calls_to_the_probe_rate,
+    workers = 4
+);
+async fn a_retry_storm_stays_within_the_budget_and_the_breaker_cuts_calls_to_the_probe_rate(
+    db: Db,
+) {
     let mut rows = Vec::new();
     for policy in [Policy::Off, Policy::Naive, Policy::Budgeted] {
-        rows.push(run(policy).await);
+        rows.push(run(db, policy).await);
     }
     println!(
         "\n{:<10} | {:>14} {:>12} | {:>14} {:>12} | {:>9} | {:>14} | while open",

@@ -8,9 +8,10 @@
 //! figure that matters is printed (`cargo test ... -- --nocapture`) and
 //! asserted only against a generous bound.
 
+use crate::ledger::put_gate;
 use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::{PgServer, Proc, eventually};
-use crate::{TestHost, postgres_base_url};
+use crate::{Db, TestHost};
 use paddock::store::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -138,7 +139,11 @@ async fn stop_outside_a_transaction(p: &Proc, host: &TestHost, trigger_id: i64) 
     panic!("{} could not be stopped outside a transaction", p.name);
 }
 
-/// 1. The stale writer. A claims the trigger (token 77), checkpoints five
+db_test!(
+    a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers,
+    workers = 2
+);
+/// Fault 1, the stale writer. A claims the trigger (token 77), checkpoints five
 /// steps and sends its effect, which the ledger parks; A is SIGSTOPped.
 /// B claims after the lease lapses (78), resumes from A's checkpoint,
 /// sends the effect again under 78 and commits. A is SIGCONTed: its
@@ -148,9 +153,8 @@ async fn stop_outside_a_transaction(p: &Proc, host: &TestHost, trigger_id: i64) 
 /// refusal is counted, and none of A's writes landed: the checkpoint, the
 /// effect row and the trigger's result are B's, and the ledger applied one
 /// effect.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers() {
-    let host = TestHost::new().await;
+async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers(db: Db) {
+    let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     // Long enough that A's parked request does not time out while A sleeps.
     put(
@@ -170,7 +174,6 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     let key = "RES-77/release/v1";
     let mut params = effect("ledger", "RES-77", "release", key, 10);
     params["steps"] = json!(5);
-    params["spin_per_step"] = json!(1_000_000);
     let t = host.trigger("release", params).await;
     // Bring the trigger to token 76 so A's claim holds 77.
     sqlx::query(
@@ -183,7 +186,12 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     .unwrap();
     ledger.hold(key, 77).await;
 
-    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
+    // One slot, which A's parked attempt keeps: A cannot claim the trigger
+    // a second time itself. (Stopping A while it holds a lock, as
+    // `stop_outside_a_transaction` may, can outlast its lease; with a free
+    // slot A once took its own lapsed trigger back as attempt 78 and
+    // finished it before B started.)
+    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("1"));
     eventually(
         Duration::from_secs(60),
         "A's effect parked at the ledger",
@@ -333,21 +341,30 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     ledger.stop().await;
 }
 
-/// 2. A runner SIGKILLed mid-job: another process takes the trigger over
+db_test!(
+    a_killed_runners_trigger_is_finished_by_another_process_from_its_checkpoint,
+    workers = 2
+);
+/// Fault 2, a runner SIGKILLed mid-job: another process takes the trigger over
 /// from the last checkpoint once the lease lapses (lease + one poll, plus
-/// slack for a loaded machine); two attempts, one result.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkpoint() {
-    let host = TestHost::new().await;
+/// slack for a loaded machine); two attempts, one result. A's attempt waits
+/// at its gate after three checkpoints, so it is mid-job when killed
+/// whatever the machine's speed; B's attempt has a gate of its own, open.
+async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkpoint(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
     host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
         .await;
     host.job(
         "long",
-        "hello",
-        "resource_group = \"faults\"\n[params]\nsteps = 60\nspin_per_step = 50000000",
+        "gated",
+        "resource_group = \"faults\"\nconnectors = [\"gate\"]\n\
+         [params]\nsteps = 6\ngate_at = 3",
     )
     .await;
     let t = host.trigger("long", json!({})).await;
+    ledger.hold_gate(t.id, 1).await;
     let mut a = Proc::serve("A", &host.url, host.dir.path(), &flags("2"));
     eventually(Duration::from_secs(60), "A claims the trigger", || async {
         let tr = host.store.trigger_get(t.id).await.unwrap();
@@ -356,26 +373,28 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
     .await;
     // B is up and polling before the crash.
     let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
-    let saved = eventually(Duration::from_secs(60), "A saves 3 checkpoints", || async {
-        checkpoint(&host, t.id)
-            .await
-            .filter(|(seq, _, _)| *seq >= 3)
-    })
-    .await;
+    ledger.at_gate(t.id, 1).await;
+    let saved = checkpoint(&host, t.id).await.expect("A saved checkpoints");
+    assert_eq!(saved.0, 3, "A waits at its gate after three checkpoints");
     let before = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(
         (before.state.as_str(), before.lease_owner.as_deref()),
         ("running", Some("A")),
-        "A must still be mid-job when killed (make the steps slower)"
+        "A is mid-job when killed"
     );
     a.kill();
-    let killed = Instant::now();
+    let killed_at = host.store.now_ms().await.unwrap();
+    // B's attempt row, not its lease: B may run the rest and finish between
+    // two looks, and the row stays.
     let takeover = eventually(
         Duration::from_secs(30),
         "B takes the trigger over",
         || async {
-            let tr = host.store.trigger_get(t.id).await.unwrap();
-            (tr.lease_owner.as_deref() == Some("B")).then(|| killed.elapsed())
+            let attempts = host.store.attempts_for(t.id).await.unwrap();
+            let b = attempts.iter().find(|a| a.runner_id == "B")?;
+            Some(Duration::from_millis(
+                (b.started_at - killed_at).max(0) as u64
+            ))
         },
     )
     .await;
@@ -408,7 +427,8 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
         last.0
     );
     assert!(resumed > 0 && resumed >= saved.1 as u64, "{out}");
-    assert_eq!(out["steps"], 60);
+    assert_eq!(out["steps"], 6);
+    assert_eq!(out["gated"], true, "B passed its own gate: {out}");
     assert_eq!(done.attempts, 2);
     assert_eq!(done.fencing_token, 2);
     assert_eq!(host.count("attempts").await, 2);
@@ -439,19 +459,24 @@ async fn a_killed_runners_trigger_is_finished_by_another_process_from_its_checkp
         b.stderr()
     );
     assert!(b.stderr().contains("paddock serve: stopped"));
+    ledger.stop().await;
 }
 
-/// 3. A scheduler killed while it owns shards. Three `serve` processes
+db_test!(
+    a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons,
+    workers = 2
+);
+/// Fault 3, a scheduler killed while it owns shards. Three `serve` processes
 /// share the 16 shards and 20 jobs firing every second (misfire `all`, a
 /// 2 s threshold so the outage's times count as missed and are caught up
 /// within a 1 min window). The process owning the most job-bearing shards
-/// is SIGKILLed for 10 s, then started again. Over the window every fire
-/// time of every job exists exactly once and ran exactly once: no gap, no
-/// duplicate.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons() {
+/// is SIGKILLed, stays dead until another process has taken over every
+/// shard it owned (after their 10 s leases lapse), then is started again.
+/// Over the window every fire time of every job exists exactly once and
+/// ran exactly once: no gap, no duplicate.
+async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons(db: Db) {
     const JOBS: usize = 20;
-    let host = TestHost::new().await;
+    let host = TestHost::new(db).await;
     let schedule = "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"\n\
                     misfire = \"all\"\nmisfire_threshold = \"2s\"\ncatchup_window = \"1m\"\n\
                     max_catchup = 1000\nmax_in_flight = 1000\noverlap = \"allow\"";
@@ -474,7 +499,8 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
         .collect();
     let all = |procs: &[Proc]| logs(&procs.iter().collect::<Vec<_>>());
 
-    // Every shard owned, and a few seconds of steady state.
+    // Every shard owned, and a steady state: every job has fired and run,
+    // and every process has run something.
     let owners = eventually(Duration::from_secs(60), "all shards owned", || async {
         let list = host.store.shards_list().await.unwrap();
         list.iter().all(|s| s.owner.is_some()).then(|| {
@@ -484,7 +510,20 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
         })
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    eventually(Duration::from_secs(60), "a steady state", || async {
+        let jobs_run: i64 = scalar(
+            &host,
+            "SELECT count(DISTINCT job_id) FROM triggers WHERE state = 'succeeded'",
+        )
+        .await;
+        let runners: i64 = scalar(
+            &host,
+            "SELECT count(DISTINCT runner_id) FROM attempts WHERE outcome = 'succeeded'",
+        )
+        .await;
+        (jobs_run == JOBS as i64 && runners == 3).then_some(())
+    })
+    .await;
     let owners_now: BTreeMap<u32, String> = host
         .store
         .shards_list()
@@ -513,11 +552,47 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
         procs[victim].name
     );
     let name = procs[victim].name.clone();
+    let victim_shards: BTreeSet<u32> = owners_now
+        .iter()
+        .filter(|(_, owner)| **owner == victim_owner)
+        .map(|(shard, _)| *shard)
+        .collect();
     procs[victim].kill();
     let killed_at = host.store.now_ms().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // The outage lasts until the survivors own every shard the victim had:
+    // its leases lapsed and the fire times it missed were caught up.
+    eventually(
+        Duration::from_secs(60),
+        "the survivors to take over the victim's shards",
+        || async {
+            let list = host.store.shards_list().await.unwrap();
+            list.iter()
+                .filter(|s| victim_shards.contains(&(s.shard as u32)))
+                .all(|s| s.owner.as_ref().is_some_and(|o| *o != victim_owner))
+                .then_some(())
+        },
+    )
+    .await;
     procs[victim] = Proc::serve(&name, &host.url, dir, &flags("8"));
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Started again: it runs work of its own before the window closes.
+    let restarted_at = host.store.now_ms().await.unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the restarted process to run a trigger",
+        || async {
+            let n: i64 = sqlx::query_scalar(host.store.sql(
+                "SELECT count(*) FROM attempts WHERE runner_id = ? AND started_at > ? \
+                 AND outcome = 'succeeded'",
+            ))
+            .bind(&name)
+            .bind(restarted_at)
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
+            (n > 0).then_some(())
+        },
+    )
+    .await;
 
     // The window: whole seconds after activation up to now; wait until every
     // shard has scanned past it and every fire time in it has run.
@@ -627,63 +702,70 @@ async fn a_killed_scheduler_leaves_no_gap_and_no_duplicate_in_one_second_crons()
 
 /// A `TestHost` on a database URL of the test's choosing.
 async fn host_at(url: String) -> TestHost {
-    let store = paddock::Store::open(&url).await.unwrap();
-    let sandbox =
-        paddock::sandbox::Sandbox::new(paddock::sandbox::SandboxConfig::default()).unwrap();
-    let registry = paddock::registry::Registry::new(store.clone(), sandbox.clone());
-    TestHost {
-        url,
-        store,
-        sandbox,
-        registry,
-        dir: tempfile::tempdir().unwrap(),
-    }
+    TestHost::on(url, tempfile::tempdir().unwrap()).await
 }
 
-/// Hold SQLite's write lock (`BEGIN IMMEDIATE` on a connection of our own)
-/// for `d`: every writer waits, readers go on.
-async fn hold_sqlite_write_lock(url: &str, d: Duration) {
-    use sqlx::{Connection, Executor};
-    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
-    conn.execute("BEGIN IMMEDIATE").await.unwrap();
-    tokio::time::sleep(d).await;
-    conn.execute("COMMIT").await.unwrap();
-    conn.close().await.unwrap();
+/// Whether any of `procs` logged that it discarded the result of an
+/// attempt at `trigger_id` because its commit gate was closed.
+fn discarded_by(procs: &[&Proc], trigger_id: i64) -> bool {
+    procs.iter().any(|p| {
+        p.stderr().lines().any(|l| {
+            l.contains("commit gate closed; result discarded")
+                && l.contains(&format!("trigger_id={trigger_id} "))
+        })
+    })
 }
 
-/// 4. The database goes away under two runners with long jobs in flight
+/// Whether any of `procs` logged that it closed the commit gate of
+/// `trigger_id`.
+fn closed_gate_of(procs: &[&Proc], trigger_id: i64) -> bool {
+    procs
+        .iter()
+        .any(|p| crate::leases::closed_gate_of(p, trigger_id))
+}
+
+db_test!(
+    a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result,
+    workers = 2
+);
+/// Fault 4, the database goes away under two runners with long jobs in flight
 /// and a one-second cron job. On PostgreSQL the server is really stopped
-/// (`pg_ctl -m fast`, every connection cut) and started again 4 s later;
-/// it is a throwaway server of this test's own, never the shared one. On
-/// SQLite, which is embedded and cannot be restarted under its processes,
-/// the outage is modelled by holding the write lock for 4 s: every write
-/// (renewals, checkpoints, claims, scans) waits, which is what a runner
-/// sees of a database it cannot reach. Either way the runners fail their
+/// (`pg_ctl -m fast`, every connection cut) and started again once both
+/// runners have given up every lease; it is a throwaway server of this
+/// test's own, never the shared one. On SQLite, which is embedded and
+/// cannot be restarted under its processes, the outage is modelled by
+/// holding the write lock as long: every write (renewals, checkpoints,
+/// claims, scans) waits, which is what a runner sees of a database it
+/// cannot reach. The long jobs wait at their gates through the outage, so
+/// they are all in flight however fast the machine; the test opens the
+/// gates after it. Either way the runners fail their
 /// renewals and close their gates, nothing they ran counts, and once the
 /// database is back the system converges: every trigger ran to exactly one
 /// result, the interrupted ones resumed from their checkpoints, and every
 /// fire time of the cron job exists once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result() {
+async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_result(db: Db) {
     const LONG: usize = 6;
-    const OUTAGE: Duration = Duration::from_secs(4);
-    let pg = postgres_base_url().map(|_| PgServer::start());
+    let pg = (db == Db::Postgres).then(PgServer::start);
     let host = match &pg {
         Some(pg) => host_at(pg.create_database("paddock").await).await,
         None => {
             println!(
-                "database outage on SQLite: modelled by holding the write lock for {OUTAGE:?} \
+                "database outage on SQLite: modelled by holding the write lock \
                  (an embedded database cannot be restarted under its processes)"
             );
-            TestHost::new().await
+            TestHost::new(db).await
         }
     };
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
     host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
         .await;
+    // Two checkpoints, then the gate.
     host.job(
         "long",
-        "hello",
-        "resource_group = \"faults\"\n[params]\nsteps = 60\nspin_per_step = 50000000",
+        "gated",
+        "resource_group = \"faults\"\nconnectors = [\"gate\"]\n\
+         [params]\nsteps = 4\ngate_at = 2",
     )
     .await;
     host.job(
@@ -696,47 +778,63 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     .await;
     let active_from = scalar(&host, "SELECT max(active_from) FROM job_schedules").await;
     let mut long = Vec::new();
-    for i in 0..LONG {
-        long.push(
-            host.trigger("long", json!({"name": format!("n{i}")}))
-                .await
-                .id,
-        );
+    for _ in 0..LONG {
+        let id = host.trigger("long", json!({})).await.id;
+        ledger.hold_gate(id, 1).await;
+        long.push(id);
     }
     let dir = host.dir.path();
     let r1 = Proc::serve("R1", &host.url, dir, &flags("4"));
     let r2 = Proc::serve("R2", &host.url, dir, &flags("4"));
     let procs = [&r1, &r2];
 
-    // Every long trigger running and past its second checkpoint.
-    eventually(
-        Duration::from_secs(60),
-        "all long triggers mid-run",
-        || async {
-            let mut ready = 0;
-            for id in &long {
-                let t = host.store.trigger_get(*id).await.unwrap();
-                let cp = checkpoint(&host, *id).await;
-                ready += (t.state == "running" && cp.is_some_and(|(seq, _, _)| seq >= 2)) as usize;
-            }
-            (ready == LONG).then_some(())
-        },
-    )
-    .await;
+    // Every long trigger running, past its second checkpoint, at its gate.
+    for id in &long {
+        ledger.at_gate(*id, 1).await;
+        let t = host.store.trigger_get(*id).await.unwrap();
+        assert_eq!(t.state, "running");
+        assert_eq!(checkpoint(&host, *id).await.map(|(seq, _, _)| seq), Some(2));
+    }
     let outage_started = Instant::now();
+    // The outage lasts until every attempt in flight has been given up by
+    // its runner (three renewals in a row that could not be confirmed).
+    let every_gate_closed = || async {
+        eventually(
+            Duration::from_secs(60),
+            "both runners to close the gate of every long trigger",
+            || async {
+                long.iter()
+                    .all(|id| closed_gate_of(&procs, *id))
+                    .then_some(())
+            },
+        )
+        .await
+    };
     match &pg {
         Some(pg) => {
             pg.stop();
-            tokio::time::sleep(OUTAGE).await;
+            every_gate_closed().await;
             pg.start_again();
         }
-        None => hold_sqlite_write_lock(&host.url, OUTAGE).await,
+        None => {
+            use sqlx::{Connection, Executor};
+            let mut lock = sqlx::SqliteConnection::connect(&host.url).await.unwrap();
+            lock.execute("BEGIN IMMEDIATE").await.unwrap();
+            every_gate_closed().await;
+            lock.execute("COMMIT").await.unwrap();
+            lock.close().await.unwrap();
+        }
     }
     println!("database outage: {:?}", outage_started.elapsed());
+    // The first attempts go on from their gates, to find their results
+    // discarded; the second ones pass gates of their own.
+    for id in &long {
+        ledger.open_gate(*id, 1).await;
+    }
 
     let done = eventually(
         Duration::from_secs(90),
-        "every long trigger finishes",
+        "every long trigger finishes and every attempt at it ends",
         || async {
             let mut finished = Vec::new();
             for id in &long {
@@ -745,6 +843,18 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
                     return None;
                 };
                 if !matches!(t.state.as_str(), "succeeded" | "failed") {
+                    return None;
+                }
+                // A first attempt leaves its gate only when the test opens
+                // it, and may end (and say so) after its successor
+                // committed, or after the successor's claim closed its row.
+                if !discarded_by(&procs, *id) {
+                    return None;
+                }
+                let Ok(attempts) = host.store.attempts_for(*id).await else {
+                    return None;
+                };
+                if attempts.iter().any(|a| a.outcome.is_none()) {
                     return None;
                 }
                 finished.push(t);
@@ -756,19 +866,24 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     let converged = outage_started.elapsed();
     let end = host.store.now_ms().await.unwrap() / 1000 * 1000 - 1000;
     let start = (active_from / 1000 + 1) * 1000;
+    // Every tick of the window exists (the scanner may still be catching up
+    // to its end) and none is left unfinished.
+    let window = (end - start) / 1000 + 1;
     eventually(
         Duration::from_secs(30),
         "every tick in the window ran",
         || async {
-            let n: i64 = sqlx::query_scalar(host.store.sql(
-                "SELECT count(*) FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ? \
-             AND state <> 'succeeded'",
+            let (unfinished, created): (i64, i64) = sqlx::query_as(host.store.sql(
+                "SELECT count(CASE WHEN state <> 'succeeded' THEN 1 END), \
+                 count(DISTINCT CASE WHEN scheduled_at >= ? THEN scheduled_at END) \
+                 FROM triggers WHERE job_id = 'tick' AND scheduled_at <= ?",
             ))
+            .bind(start)
             .bind(end)
             .fetch_one(host.store.pool())
             .await
             .ok()?;
-            (n == 0).then_some(())
+            (unfinished == 0 && created == window).then_some(())
         },
     )
     .await;
@@ -815,7 +930,7 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
     for t in &done {
         assert_eq!(t.state, "succeeded", "{t:?}\n{all_logs}");
         let out = result(t);
-        assert_eq!(out["steps"], 60, "{out}");
+        assert_eq!(out["steps"], 4, "{out}");
         resumed.push(out["resumed_from"].as_u64().unwrap());
         let attempts = host.store.attempts_for(t.id).await.unwrap();
         let wins: Vec<_> = attempts
@@ -865,91 +980,127 @@ async fn a_database_outage_closes_the_gates_loses_no_trigger_and_doubles_no_resu
         ticks.len()
     );
     drop((r1, r2));
+    ledger.stop().await;
     host.store.close().await;
     if let Some(pg) = pg {
         drop(pg);
     }
 }
 
-/// A runner frozen (SIGSTOP, a VM pause, a long GC) *inside* its heartbeat
-/// transaction (BEGIN; UPDATE triggers; UPDATE attempts; COMMIT: four
-/// round trips) keeps the trigger's row lock on PostgreSQL, and the
-/// claim's `FOR UPDATE SKIP LOCKED` skips the row: its lease expires but
-/// nobody can take the trigger over until the frozen process runs again.
-/// The store sets `idle_in_transaction_session_timeout` (1 s) on its
-/// PostgreSQL connections, so the server aborts a frozen transaction and
-/// releases its locks; this test failed before that (B's claim came back
-/// empty). On SQLite the same freeze
-/// holds the database's write lock and stalls every writer; an embedded
-/// database shared by several processes cannot avoid that, so this test
-/// only runs on PostgreSQL.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover() {
-    if postgres_base_url().is_none() {
-        println!("PostgreSQL only: on SQLite a frozen writer holds the whole database");
-        return;
-    }
-    let host = TestHost::new().await;
-    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(600))
-        .await;
-    // Many steps, no checkpoint traffic to speak of; a 20 ms heartbeat so a
-    // freeze inside its transaction is quick to hit.
-    host.job(
-        "long",
-        "hello",
-        "resource_group = \"faults\"\n[params]\nsteps = 1000\nspin_per_step = 500000000",
-    )
-    .await;
-    let t = host.trigger("long", json!({})).await;
-    let a = Proc::serve(
-        "A",
-        &host.url,
-        host.dir.path(),
-        &["--lease", "2s", "--heartbeat", "20ms", "--poll", "100ms"],
-    );
-    eventually(Duration::from_secs(60), "A claims", || async {
-        let tr = host.store.trigger_get(t.id).await.unwrap();
-        (tr.lease_owner.as_deref() == Some("A")).then_some(())
-    })
-    .await;
-    let mut frozen_in_tx = false;
-    for _ in 0..500 {
-        a.signal("STOP");
-        let probe = tokio::time::timeout(
-            Duration::from_millis(500),
-            sqlx::query(
-                host.store
-                    .sql("UPDATE triggers SET priority = priority WHERE id = ?"),
-            )
-            .bind(t.id)
-            .execute(host.store.pool()),
+mod postgres {
+    use super::*;
+    use sqlx::{Connection, Executor};
+
+    /// A runner frozen (SIGSTOP, a VM pause, a long GC) *inside* its
+    /// heartbeat transaction (BEGIN; UPDATE triggers; UPDATE attempts;
+    /// COMMIT: four round trips) keeps the trigger's row lock on
+    /// PostgreSQL, and the claim's `FOR UPDATE SKIP LOCKED` skips the row:
+    /// its lease expires but nobody can take the trigger over until the
+    /// frozen process runs again. The store sets
+    /// `idle_in_transaction_session_timeout` (1 s) on its PostgreSQL
+    /// connections, so the server aborts a frozen transaction and releases
+    /// its locks; this test failed before that (B's claim came back empty).
+    /// On SQLite the same freeze holds the database's write lock and stalls
+    /// every writer; an embedded database shared by several processes
+    /// cannot avoid that, so this test is PostgreSQL's alone.
+    ///
+    /// The freeze is placed, not hoped for: the test locks the attempt's
+    /// row, so A's next renewal stops between its two updates, holding the
+    /// trigger's row; the test sees it waiting there, stops A, and lets the
+    /// renewal's second update through. A's transaction is then open and
+    /// idle, with nobody to end it but the server.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover() {
+        let host = TestHost::new(Db::Postgres).await;
+        let ledger = Ledger::start().await;
+        put_gate(&host.store, &ledger).await;
+        host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(600))
+            .await;
+        host.job(
+            "long",
+            "gated",
+            "resource_group = \"faults\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0",
         )
         .await;
-        if !matches!(probe, Ok(Ok(_))) {
-            frozen_in_tx = true;
-            break;
-        }
-        a.signal("CONT");
-        tokio::time::sleep(Duration::from_millis(7)).await;
-    }
-    assert!(
-        frozen_in_tx,
-        "never caught A inside its heartbeat transaction"
-    );
-    // A stays frozen. Its lease lapses; B must be able to take over.
-    let claimed = eventually(
-        LEASE + Duration::from_secs(10),
-        "B takes over the frozen runner's trigger",
-        || async {
-            let claims = host
-                .store
-                .trigger_claim_batch("B", 2_000, 1, None)
+        let t = host.trigger("long", json!({})).await;
+        ledger.hold_gate(t.id, 1).await;
+        // A renewal gives up after one heartbeat period: 2 s is the time
+        // the test has to stop A once it sees the renewal waiting.
+        let a = Proc::serve(
+            "A",
+            &host.url,
+            host.dir.path(),
+            &["--lease", "60s", "--heartbeat", "2s", "--poll", "100ms"],
+        );
+        ledger.at_gate(t.id, 1).await;
+
+        let mut frozen = false;
+        for round in 0..5 {
+            // A connection of the test's own (the store's would be cut by
+            // the idle timeout while it holds the row).
+            let mut blocker = sqlx::PgConnection::connect(&host.url).await.unwrap();
+            let blocker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut blocker)
                 .await
                 .unwrap();
-            (!claims.is_empty()).then_some(claims)
-        },
-    )
-    .await;
-    assert_eq!(claimed[0].trigger_id, t.id);
-    drop(a);
+            blocker.execute("BEGIN").await.unwrap();
+            sqlx::query("SELECT id FROM attempts WHERE trigger_id = $1 FOR UPDATE")
+                .bind(t.id)
+                .fetch_all(&mut blocker)
+                .await
+                .unwrap();
+            let timeouts_before = a.stderr().matches("heartbeat timed out").count();
+            let waiting: i32 = eventually(
+                Duration::from_secs(60),
+                "A's renewal to wait on the attempt's row",
+                || async {
+                    sqlx::query_scalar::<_, i32>(
+                        "SELECT pid FROM pg_stat_activity \
+                         WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE 'UPDATE attempts%'",
+                    )
+                    .bind(blocker_pid)
+                    .fetch_optional(host.store.pool())
+                    .await
+                    .unwrap()
+                },
+            )
+            .await;
+            a.signal("STOP");
+            // Had the renewal given up before the stop, A would have said
+            // so (its log line follows the timeout at once) and might have
+            // sent its ROLLBACK: try again with the next renewal.
+            if a.stderr().matches("heartbeat timed out").count() > timeouts_before {
+                println!("frozen heartbeat: round {round}: A gave up first; again");
+                a.signal("CONT");
+                blocker.execute("ROLLBACK").await.unwrap();
+                continue;
+            }
+            println!("frozen heartbeat: A (backend {waiting}) stopped inside its renewal");
+            // The renewal's second update goes through; its COMMIT never
+            // comes while A is stopped.
+            blocker.execute("ROLLBACK").await.unwrap();
+            frozen = true;
+            break;
+        }
+        assert!(frozen, "A gave up every renewal before it could be stopped");
+        // A stays frozen, its lease long by the clock of a takeover an hour
+        // from now: only the row lock could keep B out.
+        let claimed = eventually(
+            Duration::from_secs(30),
+            "B takes over the frozen runner's trigger",
+            || async {
+                let now = host.store.now_ms().await.unwrap();
+                let claims = host
+                    .store
+                    .trigger_claim_batch("B", 60_000, 1, Some(now + 3_600_000))
+                    .await
+                    .unwrap();
+                (!claims.is_empty()).then_some(claims)
+            },
+        )
+        .await;
+        assert_eq!(claimed[0].trigger_id, t.id);
+        drop(a);
+        ledger.stop().await;
+    }
 }

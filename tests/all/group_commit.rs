@@ -1,7 +1,7 @@
 //! Group commit of attempt ends: one transaction for many attempts, each
 //! still fenced by its own token.
 
-use crate::TestHost;
+use crate::{Db, TestHost};
 use paddock::lease::group_commit::CommitQueue;
 use paddock::model::AttemptEnd;
 use paddock::store::StoreError;
@@ -18,9 +18,9 @@ fn succeeded() -> AttemptEnd {
     }
 }
 
-#[tokio::test]
-async fn a_batch_commits_every_current_attempt_and_refuses_only_the_stale_one() {
-    let host = TestHost::new().await;
+db_test!(a_batch_commits_every_current_attempt_and_refuses_only_the_stale_one);
+async fn a_batch_commits_every_current_attempt_and_refuses_only_the_stale_one(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("noop", "noop", "").await;
     for i in 0..3 {
         host.trigger("noop", json!({ "i": i })).await;
@@ -75,9 +75,12 @@ async fn a_batch_commits_every_current_attempt_and_refuses_only_the_stale_one() 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_finishes_through_the_queue_all_commit_exactly_once() {
-    let host = TestHost::new().await;
+db_test!(
+    concurrent_finishes_through_the_queue_all_commit_exactly_once,
+    workers = 4
+);
+async fn concurrent_finishes_through_the_queue_all_commit_exactly_once(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("noop", "noop", "").await;
     for i in 0..60 {
         host.trigger("noop", json!({ "i": i })).await;
@@ -109,55 +112,60 @@ async fn concurrent_finishes_through_the_queue_all_commit_exactly_once() {
     assert_eq!(ended, 60);
 }
 
-/// `sqlite::memory:` is one private database for the whole store: claims
-/// and group commits (on SQLite's writer connection) and every other query
-/// (on the pool) see the same rows, and nothing is left on disk after.
-#[tokio::test]
-async fn an_in_memory_store_is_one_database_for_the_writer_and_the_pool() {
-    let files = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n.starts_with(&format!("paddock-memory-{}-", std::process::id()))
+/// In-memory stores exist only on SQLite.
+mod sqlite {
+    use super::*;
+
+    /// `sqlite::memory:` is one private database for the whole store: claims
+    /// and group commits (on SQLite's writer connection) and every other query
+    /// (on the pool) see the same rows, and nothing is left on disk after.
+    #[tokio::test]
+    async fn an_in_memory_store_is_one_database_for_the_writer_and_the_pool() {
+        let files = || -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with(&format!("paddock-memory-{}-", std::process::id()))
+                    })
                 })
-            })
-            .collect()
-    };
-    let host = TestHost::on("sqlite::memory:".into(), tempfile::tempdir().unwrap()).await;
-    assert!(!files().is_empty(), "a private file stands in for memory");
-    host.job("noop", "noop", "").await;
-    let trigger = host.trigger("noop", json!({})).await;
-    let claims = host
-        .store
-        .trigger_claim_batch("A", 60_000, 10, None)
-        .await
-        .unwrap();
-    assert_eq!(claims.len(), 1, "the writer sees what the pool wrote");
-    let ends = [(claims[0].lease("A"), succeeded())];
-    let results = host.store.attempt_finish_batch(&ends).await.unwrap();
-    assert!(results[0].is_ok(), "{results:?}");
-    let row = host.store.trigger_get(trigger.id).await.unwrap();
-    assert_eq!(
-        row.state, "succeeded",
-        "the pool sees what the writer wrote"
-    );
-    // A second in-memory store is a database of its own.
-    let other = paddock::Store::open("sqlite::memory:").await.unwrap();
-    assert!(
-        other
-            .trigger_claim_batch("B", 60_000, 10, None)
+                .collect()
+        };
+        let host = TestHost::on("sqlite::memory:".into(), tempfile::tempdir().unwrap()).await;
+        assert!(!files().is_empty(), "a private file stands in for memory");
+        host.job("noop", "noop", "").await;
+        let trigger = host.trigger("noop", json!({})).await;
+        let claims = host
+            .store
+            .trigger_claim_batch("A", 60_000, 10, None)
             .await
-            .unwrap()
-            .is_empty()
-    );
-    drop(other);
-    host.store.close().await;
-    drop(host);
-    assert_eq!(
-        files(),
-        Vec::<std::path::PathBuf>::new(),
-        "removed with the store"
-    );
+            .unwrap();
+        assert_eq!(claims.len(), 1, "the writer sees what the pool wrote");
+        let ends = [(claims[0].lease("A"), succeeded())];
+        let results = host.store.attempt_finish_batch(&ends).await.unwrap();
+        assert!(results[0].is_ok(), "{results:?}");
+        let row = host.store.trigger_get(trigger.id).await.unwrap();
+        assert_eq!(
+            row.state, "succeeded",
+            "the pool sees what the writer wrote"
+        );
+        // A second in-memory store is a database of its own.
+        let other = paddock::Store::open("sqlite::memory:").await.unwrap();
+        assert!(
+            other
+                .trigger_claim_batch("B", 60_000, 10, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        drop(other);
+        host.store.close().await;
+        drop(host);
+        assert_eq!(
+            files(),
+            Vec::<std::path::PathBuf>::new(),
+            "removed with the store"
+        );
+    }
 }

@@ -2,14 +2,14 @@
 //! works, one that traps, one that loops forever, one that eats memory —
 //! and the well-behaved ones keep running beside the bad ones.
 
-use crate::TestHost;
+use crate::{Db, TestHost};
 use paddock::store::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 
-#[tokio::test]
-async fn a_well_behaved_job_logs_checkpoints_and_returns_output() {
-    let host = TestHost::new().await;
+db_test!(a_well_behaved_job_logs_checkpoints_and_returns_output);
+async fn a_well_behaved_job_logs_checkpoints_and_returns_output(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "[params]\nsteps = 4").await;
     let t = host.trigger("hello", json!({"name": "tests"})).await;
     host.runner("r1", Duration::from_secs(30))
@@ -32,9 +32,9 @@ async fn a_well_behaved_job_logs_checkpoints_and_returns_output() {
     assert!(a.log.as_deref().unwrap().contains("info:"), "{:?}", a.log);
 }
 
-#[tokio::test]
-async fn misbehaving_guests_are_stopped_and_classified_while_others_succeed() {
-    let host = TestHost::new().await;
+db_test!(misbehaving_guests_are_stopped_and_classified_while_others_succeed);
+async fn misbehaving_guests_are_stopped_and_classified_while_others_succeed(db: Db) {
+    let host = TestHost::new(db).await;
     host.tight_group().await;
     host.job("hello", "hello", "").await;
     host.job("trap", "trap", "").await;
@@ -68,9 +68,9 @@ async fn misbehaving_guests_are_stopped_and_classified_while_others_succeed() {
     }
 }
 
-#[tokio::test]
-async fn a_guest_that_outlives_its_deadline_is_interrupted() {
-    let host = TestHost::new().await;
+db_test!(a_guest_that_outlives_its_deadline_is_interrupted);
+async fn a_guest_that_outlives_its_deadline_is_interrupted(db: Db) {
+    let host = TestHost::new(db).await;
     host.group("short", i64::MAX, 16 << 20, Duration::from_millis(300))
         .await;
     host.job("spin", "spin", "resource_group = \"short\"").await;
@@ -85,9 +85,9 @@ async fn a_guest_that_outlives_its_deadline_is_interrupted() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
-#[tokio::test]
-async fn an_effect_on_an_ungranted_connector_fails_permanently_without_retry() {
-    let host = TestHost::new().await;
+db_test!(an_effect_on_an_ungranted_connector_fails_permanently_without_retry);
+async fn an_effect_on_an_ungranted_connector_fails_permanently_without_retry(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("effector", "effector", "").await;
     let t = host
         .trigger(

@@ -2,12 +2,14 @@
 //! token; a live lease cannot be claimed twice; every write under a stale
 //! token is refused and counted; a lost lease interrupts the guest.
 
-use crate::TestHost;
+use crate::ledger::{Ledger, put_gate};
+use crate::procs::{Proc, eventually};
+use crate::{Db, TestHost};
 use paddock::model::{AttemptEnd, Claim};
 use paddock::store::prelude::*;
 use paddock::store::{ClaimRequest, StoreError};
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn success(result: &str) -> AttemptEnd {
     AttemptEnd {
@@ -44,9 +46,9 @@ async fn take_over(host: &TestHost, owner: &str, lease_ms: i64) -> Claim {
     claims.remove(0)
 }
 
-#[tokio::test]
-async fn claim_skips_trigger_with_live_lease() {
-    let host = TestHost::new().await;
+db_test!(claim_skips_trigger_with_live_lease);
+async fn claim_skips_trigger_with_live_lease(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "").await;
     let t = host.trigger("hello", json!({})).await;
     let a = host
@@ -67,9 +69,9 @@ async fn claim_skips_trigger_with_live_lease() {
     assert!(b.is_empty(), "a live lease must not be claimed again");
 }
 
-#[tokio::test]
-async fn the_lease_is_measured_on_the_database_clock() {
-    let host = TestHost::new().await;
+db_test!(the_lease_is_measured_on_the_database_clock);
+async fn the_lease_is_measured_on_the_database_clock(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "").await;
     host.trigger("hello", json!({})).await;
     let before = host.store.now_ms().await.unwrap();
@@ -78,9 +80,9 @@ async fn the_lease_is_measured_on_the_database_clock() {
     assert!(claim.lease_until >= before + 30_000 && claim.lease_until <= after + 30_000);
 }
 
-#[tokio::test]
-async fn commit_with_stale_token_is_rejected_and_counted() {
-    let host = TestHost::new().await;
+db_test!(commit_with_stale_token_is_rejected_and_counted);
+async fn commit_with_stale_token_is_rejected_and_counted(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "").await;
     let t = host.trigger("hello", json!({})).await;
     let a = claim_one(&host, "A", 30_000).await;
@@ -169,9 +171,9 @@ async fn commit_with_stale_token_is_rejected_and_counted() {
     );
 }
 
-#[tokio::test]
-async fn a_takeover_reads_the_last_checkpoint_as_input() {
-    let host = TestHost::new().await;
+db_test!(a_takeover_reads_the_last_checkpoint_as_input);
+async fn a_takeover_reads_the_last_checkpoint_as_input(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "[params]\nsteps = 5").await;
     let t = host.trigger("hello", json!({})).await;
     let a = claim_one(&host, "A", 30_000).await;
@@ -190,62 +192,74 @@ async fn a_takeover_reads_the_last_checkpoint_as_input() {
     assert_eq!(t.attempts, 2);
 }
 
-/// Enough busy work per step that six steps outlast several leases; the
-/// "slow" group has fuel and time for it.
-const SLOW: &str = "resource_group = \"slow\"\n[params]\nsteps = 30\nspin_per_step = 150000000";
-
-async fn slow_job(host: &TestHost) {
-    host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
-        .await;
-    host.job("slow", "hello", SLOW).await;
-}
-
 /// Wait until `owner` holds the trigger's lease.
 async fn leased_by(host: &TestHost, trigger_id: i64, owner: &str) {
-    for _ in 0..500 {
-        let t = host.store.trigger_get(trigger_id).await.unwrap();
-        if t.state == "running" && t.lease_owner.as_deref() == Some(owner) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{owner} never claimed trigger {trigger_id}");
+    eventually(
+        Duration::from_secs(60),
+        &format!("{owner} to claim trigger {trigger_id}"),
+        || async {
+            let t = host.store.trigger_get(trigger_id).await.unwrap();
+            (t.state == "running" && t.lease_owner.as_deref() == Some(owner)).then_some(())
+        },
+    )
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
+db_test!(
+    heartbeats_keep_a_long_attempt_leased_past_its_lease_length,
+    workers = 2
+);
+async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length(db: Db) {
     // Long enough that a renewal is not missed on a loaded CI machine
-    // (400 ms was once), short enough that the ~7 s job outlasts several.
+    // (400 ms was once); the attempt lasts as long as the test holds it.
     const LEASE: Duration = Duration::from_millis(1500);
-    let host = TestHost::new().await;
-    slow_job(&host).await;
-    let t = host.trigger("slow", json!({})).await;
+    let lease_ms = LEASE.as_millis() as i64;
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
+    // One step, then the gate: the attempt runs until the test opens it.
+    host.job(
+        "long",
+        "gated",
+        "connectors = [\"gate\"]\n[params]\nsteps = 2\ngate_at = 1",
+    )
+    .await;
+    let t = host.trigger("long", json!({})).await;
+    ledger.hold_gate(t.id, 1).await;
     let runner = host.runner("A", LEASE);
     let run = tokio::spawn({
         let runner = runner.clone();
         async move { runner.run_until_idle().await.unwrap() }
     });
-    leased_by(&host, t.id, "A").await;
-    let started = std::time::Instant::now();
+    ledger.at_gate(t.id, 1).await;
+    let first_until = host.store.trigger_get(t.id).await.unwrap().lease_until;
+    let first_until = first_until.expect("a running trigger has a lease");
+    // A rival keeps trying to claim until the lease has been renewed past
+    // two of its lengths: proof that it was renewed, not merely long.
     let mut rival_claims = 0;
-    while !run.is_finished() {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
         rival_claims += host
             .store
-            .trigger_claim_batch("B", LEASE.as_millis() as i64, 1, None)
+            .trigger_claim_batch("B", lease_ms, 1, None)
             .await
             .unwrap()
             .len();
+        let until = host.store.trigger_get(t.id).await.unwrap().lease_until;
+        if until.is_some_and(|until| until > first_until + 2 * lease_ms) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease was not renewed past two lengths (from {first_until} to {until:?})"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    ledger.open_gate(t.id, 1).await;
     let summaries = run.await.unwrap();
-    let elapsed = started.elapsed();
     assert_eq!(
         rival_claims, 0,
         "the lease was renewed, so no rival could claim"
-    );
-    assert!(
-        elapsed > 2 * LEASE,
-        "the job must outlast two leases to prove anything ({elapsed:?})"
     );
     assert_eq!(summaries.len(), 1);
     let t = host.store.trigger_get(t.id).await.unwrap();
@@ -260,25 +274,48 @@ async fn heartbeats_keep_a_long_attempt_leased_past_its_lease_length() {
             .heartbeat_at
             .is_some()
     );
+    ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_not_count() {
-    let host = TestHost::new().await;
-    slow_job(&host).await;
-    let t = host.trigger("slow", json!({})).await;
+db_test!(
+    a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_not_count,
+    workers = 2
+);
+async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_not_count(db: Db) {
+    let host = TestHost::new(db).await;
+    host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
+        .await;
+    // One checkpoint, then busy until the host says stop: the guest is
+    // still running whenever the takeover comes, however fast the machine.
+    host.job(
+        "busy",
+        "gated",
+        "resource_group = \"slow\"\n[params]\nsteps = 1\nburn = true",
+    )
+    .await;
+    let t = host.trigger("busy", json!({})).await;
     let runner = host.runner("A", Duration::from_millis(400));
     let run = tokio::spawn({
         let runner = runner.clone();
         async move { runner.run_until_idle().await.unwrap() }
     });
-    leased_by(&host, t.id, "A").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(Duration::from_secs(60), "A's guest running", || async {
+        let saved: Option<i64> = sqlx::query_scalar(
+            host.store
+                .sql("SELECT seq FROM checkpoints WHERE trigger_id = ?"),
+        )
+        .bind(t.id)
+        .fetch_optional(host.store.pool())
+        .await
+        .unwrap();
+        saved.map(|_| ())
+    })
+    .await;
     // Another runner takes the trigger over (as after a partition): by the
     // database's reckoning A's lease is long gone.
     // On PostgreSQL the claim skips a row A's heartbeat has locked for the
     // moment; the next poll would take it, so try again like one.
-    let b = crate::procs::eventually(Duration::from_secs(5), "B's takeover", || async {
+    let b = eventually(Duration::from_secs(5), "B's takeover", || async {
         let now = host.store.now_ms().await.unwrap();
         let b = host
             .store
@@ -289,11 +326,12 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     })
     .await;
     assert_eq!(b.len(), 1);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let summaries = run.await.unwrap();
     assert_eq!(summaries[0].outcome, "lease_lost");
     assert!(!summaries[0].committed);
-    // Interrupted promptly (within a heartbeat or two), not run to the end.
+    // Interrupted promptly (within a heartbeat or two); it would never
+    // have ended on its own.
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -306,9 +344,9 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
 }
 
-#[tokio::test]
-async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
-    let host = TestHost::new().await;
+db_test!(a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim);
+async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim(db: Db) {
+    let host = TestHost::new(db).await;
     host.job("hello", "hello", "").await;
     // 20 retries due (older), then 5 fresh triggers.
     for _ in 0..20 {
@@ -352,33 +390,35 @@ async fn a_retry_backlog_and_fresh_triggers_each_get_their_share_of_a_claim() {
     assert_eq!(batch(0, now + 60_002).await, (5, 0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_nothing() {
-    let host = TestHost::new().await;
+/// Whether `p` logged that it closed the commit gate of `trigger_id`.
+pub fn closed_gate_of(p: &Proc, trigger_id: i64) -> bool {
+    p.stderr().lines().any(|l| {
+        l.contains("cannot confirm lease; closing commit gate")
+            && l.contains(&format!("trigger_id={trigger_id} "))
+    })
+}
+
+db_test!(
+    a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_nothing,
+    workers = 2
+);
+async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_nothing(db: Db) {
+    let host = TestHost::new(db).await;
     host.group("slow", i64::MAX, 16 << 20, Duration::from_secs(60))
         .await;
     host.job("spin", "spin", "resource_group = \"slow\"").await;
     let t = host.trigger("spin", json!({})).await;
-    let runner = paddock::lease::Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        paddock::lease::RunnerConfig {
-            runner_id: "A".into(),
-            lease: Duration::from_secs(5),
-            heartbeat_every: Duration::from_millis(100),
-            max_missed_heartbeats: 3,
-            poll_interval: Duration::from_millis(20),
-            ..Default::default()
-        },
+    // A lease far longer than the test, so only the runner's own verdict
+    // (three renewals in a row that cannot be confirmed) ends the attempt.
+    let mut a = Proc::serve(
+        "A",
+        &host.url,
+        host.dir.path(),
+        &["--lease", "60s", "--heartbeat", "100ms", "--poll", "20ms"],
     );
-    let run = tokio::spawn({
-        let runner = runner.clone();
-        async move { runner.run_until_idle().await.unwrap() }
-    });
     leased_by(&host, t.id, "A").await;
     // Hold the database's write lock on triggers: every renewal now times
-    // out, although the lease itself (5 s) is still A's and its token still
-    // current.
+    // out, although the lease itself is still A's and its token current.
     let mut lock = host
         .store
         .pool()
@@ -397,19 +437,33 @@ async fn a_runner_that_cannot_confirm_its_lease_closes_the_gate_and_commits_noth
             .await
             .unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // Until A says it gave up on its lease.
+    eventually(Duration::from_secs(60), "A to close its gate", || async {
+        closed_gate_of(&a, t.id).then_some(())
+    })
+    .await;
     lock.rollback().await.unwrap();
-    let summaries = tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("the guest was interrupted")
-        .unwrap();
-    assert_eq!(summaries[0].outcome, "lease_lost");
-    assert!(!summaries[0].committed);
+    let attempt = eventually(
+        Duration::from_secs(60),
+        "A to record its attempt",
+        || async {
+            let attempts = host.store.attempts_for(t.id).await.unwrap();
+            attempts[0].outcome.is_some().then(|| attempts[0].clone())
+        },
+    )
+    .await;
+    a.kill();
+    assert_eq!(
+        attempt.outcome.as_deref(),
+        Some("lease_lost"),
+        "{}",
+        a.stderr()
+    );
+    assert!(a.stderr().contains("commit gate closed; result discarded"));
     // The gate decided: nothing was committed although the token is current.
     let after = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(after.state, "running");
     assert_eq!(after.fencing_token, 1);
     assert!(after.result.is_none() && after.error_class.is_none());
-    let attempt = &host.store.attempts_for(t.id).await.unwrap()[0];
-    assert_eq!(attempt.outcome.as_deref(), Some("lease_lost"));
+    assert_eq!(host.store.attempts_for(t.id).await.unwrap().len(), 1);
 }

@@ -53,6 +53,9 @@ impl Ledger {
     }
 
     pub async fn stop(mut self) {
+        // A request still parked at a hold would keep the graceful shutdown
+        // waiting: let every one go first.
+        self.clear_faults().await;
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -133,24 +136,63 @@ impl Ledger {
         self.post("/admin/release", json!({"hold_key": key})).await;
     }
 
+    /// Requests parked at the hold for `key` right now.
+    pub async fn waiting(&self, key: &str) -> u64 {
+        let (_, holds) = self.get("/admin/holds").await;
+        holds["holds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["hold_key"] == key)
+            .and_then(|h| h["waiting"].as_u64())
+            .unwrap_or(0)
+    }
+
     /// Wait until `n` requests are parked on the hold for `key`.
     pub async fn wait_held(&self, key: &str, n: u64) {
-        for _ in 0..500 {
-            let (_, holds) = self.get("/admin/holds").await;
-            let waiting = holds["holds"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|h| h["hold_key"] == key)
-                .and_then(|h| h["waiting"].as_u64())
-                .unwrap_or(0);
-            if waiting >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("no request arrived at the hold for {key}");
+        crate::procs::eventually(
+            Duration::from_secs(60),
+            &format!("{n} request(s) parked at the hold for {key}"),
+            || async { (self.waiting(key).await >= n).then_some(()) },
+        )
+        .await;
     }
+
+    /// Hold the gate of attempt `attempt` of trigger `trigger` (see the
+    /// `gated` guest): that attempt stays in its gate effect until
+    /// [`Ledger::open_gate`].
+    pub async fn hold_gate(&self, trigger: i64, attempt: u32) {
+        self.post(
+            "/admin/hold",
+            json!({"hold_key": gate_key(trigger, attempt)}),
+        )
+        .await;
+    }
+
+    /// Let the attempt held by [`Ledger::hold_gate`] go on.
+    pub async fn open_gate(&self, trigger: i64, attempt: u32) {
+        self.release(&gate_key(trigger, attempt)).await;
+    }
+
+    /// Wait until that attempt is waiting at its gate.
+    pub async fn at_gate(&self, trigger: i64, attempt: u32) {
+        self.wait_held(&gate_key(trigger, attempt), 1).await;
+    }
+}
+
+/// The idempotency key of the `gated` guest's gate for one attempt.
+pub fn gate_key(trigger: i64, attempt: u32) -> String {
+    format!("gate/{trigger}/{attempt}")
+}
+
+/// Connector `gate` for the `gated` guest: the ledger, with a timeout far
+/// beyond any test, so a held gate is left only when the test opens it.
+pub async fn put_gate(store: &Store, ledger: &Ledger) {
+    put(
+        store,
+        connector("gate", ledger, Duration::from_secs(600), true),
+    )
+    .await;
 }
 
 /// A connector row for the ledger: `{url}/v1`, tokens compared (per

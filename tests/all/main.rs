@@ -2,10 +2,48 @@
 //! runs against a real database, real wasmtime and real guest components
 //! built by `scripts/build-guests.sh`.
 //!
-//! The database is a fresh SQLite file per test, or — when
-//! `PADDOCK_TEST_DATABASE_URL` names a PostgreSQL server — a fresh schema
-//! per test in that database. `make test` runs the whole suite both ways;
-//! an unreachable server fails the run, it never skips.
+//! Every test that touches the store runs once per database in the same
+//! run, named for it: [`db_test!`] turns `async fn claim_skips_live_lease(db:
+//! Db)` into `claim_skips_live_lease::sqlite` and
+//! `claim_skips_live_lease::postgres`. SQLite is a fresh file per test;
+//! PostgreSQL a fresh schema per test in the database named by
+//! `PADDOCK_TEST_DATABASE_URL` (default: `paddock_test` on the local server,
+//! created if missing). An unreachable server fails the PostgreSQL tests; it
+//! never skips them. A test that only means something on one database lives
+//! in a `sqlite` or `postgres` module of its file, so its name says so too.
+//!
+//! Count the tests per database with `bash scripts/test-counts.sh`.
+
+/// One test, once per database: `db_test!(name)` above `async fn name(db:
+/// Db)` makes `name::sqlite` and `name::postgres`, each a `#[tokio::test]`
+/// (on a multi-threaded runtime with `workers = N`). The function stays an
+/// ordinary item, so rustfmt and the compiler see it as written.
+macro_rules! db_test {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name($crate::Db::Sqlite).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name($crate::Db::Postgres).await
+            }
+        }
+    };
+    ($name:ident, workers = $n:literal) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = $n)]
+            async fn sqlite() {
+                super::$name($crate::Db::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = $n)]
+            async fn postgres() {
+                super::$name($crate::Db::Postgres).await
+            }
+        }
+    };
+}
 
 mod bad_input;
 mod cli_errors;
@@ -49,6 +87,13 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// The databases the store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
 /// A fresh database in its own folder, with a sandbox and a registry.
 pub struct TestHost {
     /// The database URL, for processes started against the same store.
@@ -59,21 +104,51 @@ pub struct TestHost {
     pub dir: tempfile::TempDir,
 }
 
-/// The PostgreSQL server the suite runs against, if any.
-pub fn postgres_base_url() -> Option<String> {
+/// The PostgreSQL database the suite's schemas live in:
+/// `PADDOCK_TEST_DATABASE_URL`, or `paddock_test` on the local server
+/// (`make test` sets the variable from `scripts/test-postgres.sh`, which
+/// recreates that database first).
+pub fn postgres_base_url() -> String {
     std::env::var("PADDOCK_TEST_DATABASE_URL")
         .ok()
-        .filter(|url| url.starts_with("postgres"))
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/paddock_test".into())
+}
+
+/// Connect to the test database, creating it the first time if the server
+/// has no such database yet (a plain `cargo test` on a fresh machine).
+async fn connect_postgres(base: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    match sqlx::PgConnection::connect(base).await {
+        Ok(conn) => conn,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("3D000") => {
+            let (server, rest) = base.rsplit_once('/').expect("a URL with a database");
+            let name = rest.split('?').next().unwrap_or(rest);
+            let mut admin = sqlx::PgConnection::connect(&format!("{server}/postgres"))
+                .await
+                .unwrap_or_else(|e| panic!("PostgreSQL at {server} is unreachable: {e}"));
+            // Another test may create it at the same moment.
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut admin)
+                .await;
+            sqlx::PgConnection::connect(base)
+                .await
+                .unwrap_or_else(|e| panic!("PostgreSQL test database {base}: {e}"))
+        }
+        Err(e) => panic!(
+            "PostgreSQL at {base} is unreachable ({e}); start it or set PADDOCK_TEST_DATABASE_URL"
+        ),
+    }
 }
 
 /// A database URL of its own for one test: a SQLite file in `dir`, or a new
 /// schema in the PostgreSQL test database (selected through `search_path`,
 /// so every process given this URL sees the same tables).
-pub async fn fresh_database_url(dir: &std::path::Path) -> String {
-    let Some(base) = postgres_base_url() else {
+pub async fn fresh_database_url(db: Db, dir: &std::path::Path) -> String {
+    if db == Db::Sqlite {
         return format!("sqlite://{}", dir.join("paddock.db").display());
-    };
-    use sqlx::Connection;
+    }
+    let base = postgres_base_url();
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let schema = format!(
         "t{}_{}_{}",
@@ -84,9 +159,7 @@ pub async fn fresh_database_url(dir: &std::path::Path) -> String {
             .as_millis(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let mut conn = sqlx::PgConnection::connect(&base)
-        .await
-        .unwrap_or_else(|e| panic!("PADDOCK_TEST_DATABASE_URL={base} is unreachable: {e}"));
+    let mut conn = connect_postgres(&base).await;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
         .await
@@ -96,9 +169,9 @@ pub async fn fresh_database_url(dir: &std::path::Path) -> String {
 }
 
 impl TestHost {
-    pub async fn new() -> Self {
+    pub async fn new(db: Db) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let url = fresh_database_url(dir.path()).await;
+        let url = fresh_database_url(db, dir.path()).await;
         Self::on(url, dir).await
     }
 

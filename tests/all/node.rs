@@ -8,9 +8,9 @@
 //! The one timing assumption: A's drain asks for the pause (at once)
 //! within [`EFFECT_TIMEOUT`] of A's sends.
 
-use crate::TestHost;
 use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::eventually;
+use crate::{Db, TestHost};
 use paddock::node::{self, NodeConfig};
 use paddock::store::prelude::*;
 use std::time::{Duration, Instant};
@@ -61,9 +61,12 @@ async fn shards_of(host: &TestHost, owner: &str) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_nodes_share_work_and_one_that_shuts_down_leaves_the_rest_to_the_other() {
-    two_nodes_share_work(TestHost::new().await).await;
+db_test!(
+    two_nodes_share_work_and_one_that_shuts_down_leaves_the_rest_to_the_other,
+    workers = 2
+);
+async fn two_nodes_share_work_and_one_that_shuts_down_leaves_the_rest_to_the_other(db: Db) {
+    two_nodes_share_work(TestHost::new(db).await).await;
 }
 
 async fn two_nodes_share_work(host: TestHost) {

@@ -25,6 +25,8 @@ impl Proc {
             .arg(url)
             .args(args)
             .env("PADDOCK_LOG", "paddock=info")
+            // Plain log lines: tests read them.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&stderr).unwrap())

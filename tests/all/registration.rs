@@ -1,7 +1,7 @@
 //! Registration: components are content-addressed and idempotent; plan
 //! versions are immutable; every refusal is audited.
 
-use crate::{TestHost, guest};
+use crate::{Db, TestHost, guest};
 use paddock::model::ApplyOutcome;
 use paddock::store::prelude::*;
 use std::path::Path;
@@ -13,9 +13,9 @@ fn manifest(params: &str) -> String {
     )
 }
 
-#[tokio::test]
-async fn a_job_submitted_six_times_yields_one_version_four_hits_and_one_audited_rejection() {
-    let host = TestHost::new().await;
+db_test!(a_job_submitted_six_times_yields_one_version_four_hits_and_one_audited_rejection);
+async fn a_job_submitted_six_times_yields_one_version_four_hits_and_one_audited_rejection(db: Db) {
+    let host = TestHost::new(db).await;
     let same = manifest("region = \"eu\"");
     let mut created = 0;
     let mut hits = 0;
@@ -57,9 +57,9 @@ async fn a_job_submitted_six_times_yields_one_version_four_hits_and_one_audited_
     assert_eq!(paddock::model::audit::verify_chain(&audit), Ok(audit.len()));
 }
 
-#[tokio::test]
-async fn changing_content_without_a_version_creates_the_next_version_and_keeps_the_old() {
-    let host = TestHost::new().await;
+db_test!(changing_content_without_a_version_creates_the_next_version_and_keeps_the_old);
+async fn changing_content_without_a_version_creates_the_next_version_and_keeps_the_old(db: Db) {
+    let host = TestHost::new(db).await;
     let v1 = manifest("n = 1").replace("version = 1\n", "");
     let v2 = manifest("n = 2").replace("version = 1\n", "");
     let apply = |t: String| {
@@ -84,9 +84,9 @@ async fn changing_content_without_a_version_creates_the_next_version_and_keeps_t
     assert_eq!(versions[0].digest, versions[2].digest);
 }
 
-#[tokio::test]
-async fn pushing_the_same_component_twice_is_an_idempotent_hit() {
-    let host = TestHost::new().await;
+db_test!(pushing_the_same_component_twice_is_an_idempotent_hit);
+async fn pushing_the_same_component_twice_is_an_idempotent_hit(db: Db) {
+    let host = TestHost::new(db).await;
     let a = host
         .registry
         .component_push_file(&guest("hello"), "ci")
@@ -109,9 +109,9 @@ async fn pushing_the_same_component_twice_is_an_idempotent_hit() {
     );
 }
 
-#[tokio::test]
-async fn the_capability_manifest_lists_every_import_and_the_run_export() {
-    let host = TestHost::new().await;
+db_test!(the_capability_manifest_lists_every_import_and_the_run_export);
+async fn the_capability_manifest_lists_every_import_and_the_run_export(db: Db) {
+    let host = TestHost::new(db).await;
     let pushed = host
         .registry
         .component_push_file(&guest("hello"), "ci")
@@ -149,9 +149,9 @@ async fn the_capability_manifest_lists_every_import_and_the_run_export() {
     );
 }
 
-#[tokio::test]
-async fn a_job_cannot_change_tenant() {
-    let host = TestHost::new().await;
+db_test!(a_job_cannot_change_tenant);
+async fn a_job_cannot_change_tenant(db: Db) {
+    let host = TestHost::new(db).await;
     let first = manifest("a = 1").replace("version = 1\n", "");
     host.registry
         .job_apply(&first, Path::new("."), "ci")
@@ -170,9 +170,9 @@ async fn a_job_cannot_change_tenant() {
     assert_eq!(host.count("plan_versions").await, 1);
 }
 
-#[tokio::test]
-async fn the_audit_log_refuses_updates_and_deletes() {
-    let host = TestHost::new().await;
+db_test!(the_audit_log_refuses_updates_and_deletes);
+async fn the_audit_log_refuses_updates_and_deletes(db: Db) {
+    let host = TestHost::new(db).await;
     host.registry
         .component_push_file(&guest("noop"), "ci")
         .await

@@ -2,12 +2,15 @@
 //! and overlap policies, against a real SQLite store. Time is injected as
 //! the database's `now` so hours pass in milliseconds.
 
-use crate::TestHost;
+use crate::ledger::{Ledger, put_gate};
+use crate::procs::eventually;
+use crate::{Db, TestHost};
 use chrono::{DateTime, TimeDelta, Utc};
 use paddock::model::time::to_millis;
 use paddock::schedule::scanner::{Scanner, ScannerConfig};
 use paddock::schedule::{ScheduleSpec, TriggerSpec};
 use paddock::store::prelude::*;
+use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -90,9 +93,14 @@ async fn scheduled_set(host: &TestHost) -> BTreeSet<(String, i64)> {
     .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missing_triggers() {
-    let host = TestHost::new().await;
+db_test!(
+    a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missing_triggers,
+    workers = 2
+);
+async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missing_triggers(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
     assert_eq!(host.store.shard_count().await.unwrap(), 16);
     // T is hh:mm:30. Every job fires once a minute at its own second S.
     // 3,450 jobs fire at S in 15..=24, 150 at S in 25..=29 and the other
@@ -196,9 +204,9 @@ async fn a_restarted_scheduler_rescans_the_overlap_and_creates_exactly_the_missi
     );
 }
 
-#[tokio::test]
-async fn a_live_shard_lease_keeps_other_scanners_out() {
-    let host = TestHost::new().await;
+db_test!(a_live_shard_lease_keeps_other_scanners_out);
+async fn a_live_shard_lease_keeps_other_scanners_out(db: Db) {
+    let host = TestHost::new(db).await;
     let now = host.store.now_ms().await.unwrap();
     let a = scanner(&host, "A", Duration::from_secs(30));
     let b = scanner(&host, "B", Duration::from_secs(30));
@@ -221,8 +229,11 @@ async fn a_live_shard_lease_keeps_other_scanners_out() {
 
 /// A job firing every minute at second 0 under `misfire`, scanned for the
 /// first time 30 minutes after it became active (a scheduler outage).
-async fn outage(policy_toml: &str) -> (TestHost, paddock::schedule::scanner::ScanReport, i64) {
-    let host = TestHost::new().await;
+async fn outage(
+    db: Db,
+    policy_toml: &str,
+) -> (TestHost, paddock::schedule::scanner::ScanReport, i64) {
+    let host = TestHost::new(db).await;
     host.job(
         "minutely",
         "noop",
@@ -269,9 +280,9 @@ async fn states(host: &TestHost) -> Vec<(String, i64)> {
     .unwrap()
 }
 
-#[tokio::test]
-async fn misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time() {
-    let (host, report, _) = outage("misfire = \"skip\"").await;
+db_test!(misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time);
+async fn misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time(db: Db) {
+    let (host, report, _) = outage(db, "misfire = \"skip\"").await;
     assert_eq!((report.created, report.skipped, report.parked), (1, 30, 0));
     assert_eq!(states(&host).await, [("pending".to_string(), 1)]);
     assert_eq!(
@@ -280,9 +291,9 @@ async fn misfire_skip_fires_only_what_is_on_time_and_records_every_skipped_time(
     );
 }
 
-#[tokio::test]
-async fn misfire_latest_fires_the_most_recent_missed_time_only() {
-    let (host, report, now) = outage("misfire = \"latest\"").await;
+db_test!(misfire_latest_fires_the_most_recent_missed_time_only);
+async fn misfire_latest_fires_the_most_recent_missed_time_only(db: Db) {
+    let (host, report, now) = outage(db, "misfire = \"latest\"").await;
     assert_eq!((report.created, report.skipped, report.parked), (2, 29, 0));
     let latest_missed: i64 =
         sqlx::query_scalar(host.store.sql("SELECT min(scheduled_at) FROM triggers"))
@@ -296,19 +307,22 @@ async fn misfire_latest_fires_the_most_recent_missed_time_only() {
     );
 }
 
-#[tokio::test]
-async fn misfire_all_catches_up_within_the_window_and_skips_older_times() {
-    let (host, report, _) = outage("misfire = \"all\"\ncatchup_window = \"10m\"").await;
+db_test!(misfire_all_catches_up_within_the_window_and_skips_older_times);
+async fn misfire_all_catches_up_within_the_window_and_skips_older_times(db: Db) {
+    let (host, report, _) = outage(db, "misfire = \"all\"\ncatchup_window = \"10m\"").await;
     // Now is 30 s past a minute: the 9 missed times within 10 minutes fire
     // with the one on time; the 21 older ones are skipped.
     assert_eq!((report.created, report.skipped, report.parked), (10, 21, 0));
     assert_eq!(states(&host).await, [("pending".to_string(), 10)]);
 }
 
-#[tokio::test]
-async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_flooding() {
-    let (host, report, _) =
-        outage("misfire = \"all\"\ncatchup_window = \"1h\"\nmax_catchup = 5").await;
+db_test!(a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_flooding);
+async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_flooding(db: Db) {
+    let (host, report, _) = outage(
+        db,
+        "misfire = \"all\"\ncatchup_window = \"1h\"\nmax_catchup = 5",
+    )
+    .await;
     assert_eq!((report.created, report.skipped, report.parked), (31, 0, 30));
     assert_eq!(
         states(&host).await,
@@ -348,9 +362,9 @@ async fn a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_floodi
     );
 }
 
-#[tokio::test]
-async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one() {
-    let host = TestHost::new().await;
+db_test!(a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one);
+async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one(db: Db) {
+    let host = TestHost::new(db).await;
     let every_second = "[schedule]\nkind = \"cron\"\ncron = \"* * * * * *\"\ntimezone = \"UTC\"";
     host.job("tick", "noop", &format!("[params]\nv = 1\n{every_second}"))
         .await;
@@ -402,9 +416,9 @@ async fn a_new_plan_version_never_doubles_or_rewrites_triggers_of_the_old_one() 
     );
 }
 
-#[tokio::test]
-async fn misfire_manual_parks_every_missed_time() {
-    let (host, report, _) = outage("misfire = \"manual\"").await;
+db_test!(misfire_manual_parks_every_missed_time);
+async fn misfire_manual_parks_every_missed_time(db: Db) {
+    let (host, report, _) = outage(db, "misfire = \"manual\"").await;
     assert_eq!((report.created, report.skipped, report.parked), (31, 0, 30));
     assert_eq!(
         states(&host).await,
@@ -412,23 +426,32 @@ async fn misfire_manual_parks_every_missed_time() {
     );
 }
 
-/// A slow scheduled job with an overlap policy, and two of its fire times
-/// due at once.
-async fn overlapping(overlap_toml: &str) -> (TestHost, Vec<i64>) {
-    let host = TestHost::new().await;
+/// A scheduled job with an overlap policy, two of its fire times due at
+/// once, and the ledger its gates go through. The first run's own params
+/// (`first`) say how it lasts until the test decides: waiting at a gate the
+/// test holds (`{"gate_at": 0}`), or burning CPU until it is told to stop
+/// (`{"burn": true}`). The second run has one step and no gate.
+async fn overlapping(
+    db: Db,
+    overlap_toml: &str,
+    first: serde_json::Value,
+) -> (TestHost, Vec<i64>, Ledger) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
     host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(60))
         .await;
     host.job(
         "slow",
-        "hello",
+        "gated",
         &format!(
-            "resource_group = \"slow\"\n[params]\nsteps = 8\nspin_per_step = 40000000\n\
+            "resource_group = \"slow\"\nconnectors = [\"gate\"]\n[params]\nsteps = 1\n\
              [schedule]\nkind = \"cron\"\ncron = \"*/10 * * * * *\"\ntimezone = \"UTC\"\n{overlap_toml}"
         ),
     )
     .await;
     let now = host.store.now_ms().await.unwrap();
-    let first = (now / 10_000 - 2) * 10_000;
+    let first_at = (now / 10_000 - 2) * 10_000;
     let make = |at: i64| paddock::store::ScheduledTrigger {
         job_id: "slow".into(),
         plan_version: 1,
@@ -446,22 +469,38 @@ async fn overlapping(overlap_toml: &str) -> (TestHost, Vec<i64>) {
         .unwrap()
         .expect("a free shard");
     let scan = paddock::store::ScanCommit {
-        triggers: vec![make(first), make(first + 10_000)],
+        triggers: vec![make(first_at), make(first_at + 10_000)],
         skipped: vec![],
         watermark: 0,
     };
     host.store.scan_commit(&lease, &scan).await.unwrap();
-    let ids = sqlx::query_scalar(
+    let ids: Vec<i64> = sqlx::query_scalar(
         host.store
             .sql("SELECT id FROM triggers ORDER BY scheduled_at"),
     )
     .fetch_all(host.store.pool())
     .await
     .unwrap();
-    (host, ids)
+    sqlx::query(
+        host.store
+            .sql("UPDATE triggers SET params = ? WHERE id = ?"),
+    )
+    .bind(first.to_string())
+    .bind(ids[0])
+    .execute(host.store.pool())
+    .await
+    .unwrap();
+    ledger.hold_gate(ids[0], 1).await;
+    (host, ids, ledger)
 }
 
-async fn run_both(host: &TestHost) {
+/// A runner with two slots, running until the returned sender fires.
+fn run_both(
+    host: &TestHost,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let runner = paddock::lease::Runner::new(
         host.store.clone(),
         host.sandbox.clone(),
@@ -475,71 +514,121 @@ async fn run_both(host: &TestHost) {
             ..Default::default()
         },
     );
-    // A run that waited for a free slot is due again a poll later: keep
-    // going until nothing is pending.
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            runner.run_until_idle().await.unwrap();
-            let pending: i64 = sqlx::query_scalar(
-                host.store
-                    .sql("SELECT count(*) FROM triggers WHERE state = 'pending'"),
-            )
-            .fetch_one(host.store.pool())
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        runner
+            .run(async {
+                let _ = stopped.await;
+            })
             .await
-            .unwrap();
-            if pending == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("runner finished");
+    });
+    (stop, task)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlap_forbid_skips_the_new_run_and_counts_it() {
-    let (host, ids) = overlapping("overlap = \"forbid\"\nmax_in_flight = 1").await;
-    run_both(&host).await;
-    let first = host.store.trigger_get(ids[0]).await.unwrap();
-    let second = host.store.trigger_get(ids[1]).await.unwrap();
-    assert_eq!(first.state, "succeeded");
+/// Wait until trigger `id` is in `state`.
+async fn reaches(host: &TestHost, id: i64, state: &str) -> paddock::store::TriggerRecord {
+    eventually(
+        Duration::from_secs(60),
+        &format!("trigger {id} to be {state}"),
+        || async {
+            let t = host.store.trigger_get(id).await.unwrap();
+            (t.state == state).then_some(t)
+        },
+    )
+    .await
+}
+
+db_test!(overlap_forbid_skips_the_new_run_and_counts_it, workers = 2);
+async fn overlap_forbid_skips_the_new_run_and_counts_it(db: Db) {
+    let (host, ids, ledger) = overlapping(
+        db,
+        "overlap = \"forbid\"\nmax_in_flight = 1",
+        json!({"gate_at": 0}),
+    )
+    .await;
+    let (stop, runner) = run_both(&host);
+    // The first run is still running (at its gate) when the second comes.
+    ledger.at_gate(ids[0], 1).await;
+    let second = reaches(&host, ids[1], "skipped").await;
+    ledger.open_gate(ids[0], 1).await;
+    let first = reaches(&host, ids[0], "succeeded").await;
+    let _ = stop.send(());
+    runner.await.unwrap();
+    assert_eq!(first.attempts, 1);
     assert_eq!(
         (second.state.as_str(), second.error_class.as_deref()),
         ("skipped", Some("overlap_forbidden"))
     );
     assert_eq!(host.store.counter("overlap_skipped").await.unwrap(), 1);
+    ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlap_replace_cancels_the_running_one_through_the_cancel_path() {
-    let (host, ids) = overlapping("overlap = \"replace\"\nmax_in_flight = 1").await;
-    run_both(&host).await;
-    let first = host.store.trigger_get(ids[0]).await.unwrap();
-    let second = host.store.trigger_get(ids[1]).await.unwrap();
+db_test!(
+    overlap_replace_cancels_the_running_one_through_the_cancel_path,
+    workers = 2
+);
+async fn overlap_replace_cancels_the_running_one_through_the_cancel_path(db: Db) {
+    // The first run burns until told to stop: only the cancel can end it.
+    let (host, ids, ledger) = overlapping(
+        db,
+        "overlap = \"replace\"\nmax_in_flight = 1",
+        json!({"burn": true}),
+    )
+    .await;
+    let (stop, runner) = run_both(&host);
+    let first = reaches(&host, ids[0], "cancelled").await;
+    let second = reaches(&host, ids[1], "succeeded").await;
+    let _ = stop.send(());
+    runner.await.unwrap();
     assert_eq!(
         (first.state.as_str(), first.error_class.as_deref()),
         ("cancelled", Some("cancelled"))
     );
     assert_eq!(second.state, "succeeded");
+    ledger.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlap_allow_waits_for_a_free_slot_and_runs_both() {
-    let (host, ids) = overlapping("overlap = \"allow\"\nmax_in_flight = 1").await;
-    run_both(&host).await;
-    for id in ids {
-        let t = host.store.trigger_get(id).await.unwrap();
-        assert_eq!(t.state, "succeeded");
-    }
-    let released: i64 = sqlx::query_scalar(
+/// Attempts of trigger `id` that gave their slot back to wait.
+async fn released(host: &TestHost, id: i64) -> i64 {
+    sqlx::query_scalar(
         host.store
-            .sql("SELECT count(*) FROM attempts WHERE outcome = 'released'"),
+            .sql("SELECT count(*) FROM attempts WHERE trigger_id = ? AND outcome = 'released'"),
     )
+    .bind(id)
     .fetch_one(host.store.pool())
     .await
-    .unwrap();
-    assert!(released >= 1, "the second run waited at least once");
+    .unwrap()
+}
+
+db_test!(
+    overlap_allow_waits_for_a_free_slot_and_runs_both,
+    workers = 2
+);
+async fn overlap_allow_waits_for_a_free_slot_and_runs_both(db: Db) {
+    let (host, ids, ledger) = overlapping(
+        db,
+        "overlap = \"allow\"\nmax_in_flight = 1",
+        json!({"gate_at": 0}),
+    )
+    .await;
+    let (stop, runner) = run_both(&host);
+    ledger.at_gate(ids[0], 1).await;
+    // While the first runs, the second waits for its slot at least once.
+    eventually(
+        Duration::from_secs(60),
+        "the second run to wait",
+        || async { (released(&host, ids[1]).await >= 1).then_some(()) },
+    )
+    .await;
+    // One in flight at a time: the second has not run while the first is.
+    assert_eq!(host.store.trigger_get(ids[1]).await.unwrap().result, None);
+    ledger.open_gate(ids[0], 1).await;
+    for id in &ids {
+        reaches(&host, *id, "succeeded").await;
+    }
+    let _ = stop.send(());
+    runner.await.unwrap();
+    ledger.stop().await;
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! that holds the scan's commit until released. Time is injected as the
 //! database's `now`.
 
-use crate::TestHost;
+use crate::{Db, TestHost};
 use paddock::model::ShardLease;
 use paddock::schedule::scanner::{Scanner, ScannerConfig};
 use paddock::store::prelude::*;
@@ -81,8 +81,8 @@ fn config(owner: &str) -> ScannerConfig {
     }
 }
 
-async fn no_fire_time_is_both_skipped_and_run(misfire: &str) {
-    let host = TestHost::new().await;
+async fn no_fire_time_is_both_skipped_and_run(db: Db, misfire: &str) {
+    let host = TestHost::new(db).await;
     host.job(
         "tick",
         "noop",
@@ -164,19 +164,19 @@ async fn no_fire_time_is_both_skipped_and_run(misfire: &str) {
     );
 }
 
-#[tokio::test]
-async fn a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_skip() {
-    no_fire_time_is_both_skipped_and_run("skip").await;
+db_test!(a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_skip);
+async fn a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_skip(db: Db) {
+    no_fire_time_is_both_skipped_and_run(db, "skip").await;
 }
 
-#[tokio::test]
-async fn a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_latest() {
-    no_fire_time_is_both_skipped_and_run("latest").await;
+db_test!(a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_latest);
+async fn a_stalled_scheduler_that_lost_its_shard_writes_nothing_under_latest(db: Db) {
+    no_fire_time_is_both_skipped_and_run(db, "latest").await;
 }
 
-#[tokio::test]
-async fn a_scan_commit_under_a_stale_generation_is_refused_with_both_generations() {
-    let host = TestHost::new().await;
+db_test!(a_scan_commit_under_a_stale_generation_is_refused_with_both_generations);
+async fn a_scan_commit_under_a_stale_generation_is_refused_with_both_generations(db: Db) {
+    let host = TestHost::new(db).await;
     let a = host
         .store
         .shard_lease(0, "A", 1_000, Some(1_000_000))

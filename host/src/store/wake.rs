@@ -28,6 +28,20 @@ pub const WAKE_CHANNEL: &str = "paddock_wake";
 /// Stops the listener task when dropped.
 pub struct WakeListener {
     task: tokio::task::JoinHandle<()>,
+    /// True while the connection is up and `LISTEN` has returned: from then
+    /// on every announcement committed reaches `on_wake`.
+    listening: tokio::sync::watch::Receiver<bool>,
+}
+
+impl WakeListener {
+    /// Resolves once the listener is connected and `LISTEN`ing (again,
+    /// after a reconnect), so a caller can tell an announcement made from
+    /// now on will be heard. Never resolves if the listener cannot connect.
+    pub async fn listening(&self) {
+        let mut rx = self.listening.clone();
+        // The sender lives as long as the task; the task outlives `self`.
+        let _ = rx.wait_for(|up| *up).await;
+    }
 }
 
 impl Drop for WakeListener {
@@ -65,10 +79,13 @@ impl Store {
             return None;
         }
         let url = self.url.to_string();
+        let (listening_tx, listening) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                match listen_once(&url, &on_wake).await {
+                let result = listen_once(&url, &on_wake, &listening_tx).await;
+                listening_tx.send_replace(false);
+                match result {
                     Ok(()) => backoff = Duration::from_millis(100),
                     Err(e) => {
                         tracing::warn!(error = %e, "wake listener lost its connection; polling covers the gap");
@@ -78,18 +95,23 @@ impl Store {
                 }
             }
         });
-        Some(WakeListener { task })
+        Some(WakeListener { task, listening })
     }
 }
 
 /// Listen until the connection fails.
-async fn listen_once(url: &str, on_wake: &Arc<dyn Fn() + Send + Sync>) -> sqlx::Result<()> {
+async fn listen_once(
+    url: &str,
+    on_wake: &Arc<dyn Fn() + Send + Sync>,
+    listening: &tokio::sync::watch::Sender<bool>,
+) -> sqlx::Result<()> {
     let mut listener = sqlx::postgres::PgListener::connect(url).await?;
     // The URL's search_path (if any) applies to this connection too.
     let schema: String = sqlx::query_scalar("SELECT coalesce(current_schema(), 'public')::text")
         .fetch_one(&mut listener)
         .await?;
     listener.listen(&format!("{WAKE_CHANNEL}:{schema}")).await?;
+    listening.send_replace(true);
     loop {
         let note = listener.recv().await?;
         // Negative (already due) or unreadable: wake now.
