@@ -282,7 +282,25 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let host = Host::open(&cli.database_url).await?;
     let actor = cli.actor.as_str();
     match cli.command {
-        Command::Component(ComponentCmd::Push { file }) => {
+        Command::Component(cmd) => return component(&host, cmd, actor).await,
+        Command::Job(cmd) => return job(&host, cmd, actor).await,
+        Command::Group(cmd) => return group(&host, cmd, actor).await,
+        Command::Trigger(cmd) => return trigger(&host, cmd, actor).await,
+        Command::Audit(cmd) => return audit(&host, cmd).await,
+        Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
+        Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
+        Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
+        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
+            unreachable!("handled above")
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paddock component ...`
+async fn component(host: &Host, cmd: ComponentCmd, actor: &str) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ComponentCmd::Push { file } => {
             let pushed = host.registry.component_push_file(&file, actor).await?;
             println!(
                 "{} sha256:{}",
@@ -295,7 +313,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             print::manifest(&pushed.manifest);
         }
-        Command::Component(ComponentCmd::Inspect { digest }) => {
+        ComponentCmd::Inspect { digest } => {
             let digest = digest.trim_start_matches("sha256:");
             let record = host
                 .store
@@ -308,7 +326,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             print::manifest(&serde_json::from_str(&record.manifest)?);
         }
-        Command::Component(ComponentCmd::List) => {
+        ComponentCmd::List => {
             for c in host.store.components_list().await? {
                 println!(
                     "sha256:{}  {:>9} bytes  {}",
@@ -316,7 +334,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        Command::Job(JobCmd::Apply { file }) => {
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paddock job ...`
+async fn job(host: &Host, cmd: JobCmd, actor: &str) -> anyhow::Result<ExitCode> {
+    match cmd {
+        JobCmd::Apply { file } => {
             let (job, outcome) = host.registry.job_apply_file(&file, actor).await?;
             match outcome {
                 paddock::model::ApplyOutcome::Created { version, digest } => {
@@ -327,7 +352,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
             }
         }
-        Command::Job(JobCmd::List) => {
+        JobCmd::List => {
             for j in host.store.jobs_list().await? {
                 println!(
                     "{:<32} tenant={:<16} latest=v{}",
@@ -335,7 +360,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        Command::Job(JobCmd::Show { job }) => {
+        JobCmd::Show { job } => {
             let versions = host.store.plan_versions(&job).await?;
             if versions.is_empty() {
                 bail!("no job '{job}'");
@@ -348,14 +373,21 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("    {}", v.spec);
             }
         }
-        Command::Group(GroupCmd::Set {
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paddock group ...`
+async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCode> {
+    match cmd {
+        GroupCmd::Set {
             name,
             fuel,
             memory,
             deadline,
             concurrency,
             grants,
-        }) => {
+        } => {
             let group = ResourceGroup {
                 name: name.clone(),
                 fuel_per_attempt: fuel,
@@ -367,13 +399,20 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             host.registry.group_put(group, actor).await?;
             println!("group {name} set");
         }
-        Command::Group(GroupCmd::List) => print::groups(&host.store.groups_list().await?),
-        Command::Trigger(TriggerCmd::Run {
+        GroupCmd::List => print::groups(&host.store.groups_list().await?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paddock trigger ...`
+async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TriggerCmd::Run {
             job,
             params,
             wait,
             request_key,
-        }) => {
+        } => {
             let params: serde_json::Map<_, _> = params.into_iter().collect();
             let (trigger, created) = host
                 .store
@@ -403,21 +442,28 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 print::trigger_detail(&host.store, trigger.id).await?;
             }
         }
-        Command::Trigger(TriggerCmd::List { limit }) => {
+        TriggerCmd::List { limit } => {
             print::trigger_table(&host.store.triggers_list(limit).await?, &host.store).await?
         }
-        Command::Trigger(TriggerCmd::Show { id }) => print::trigger_detail(&host.store, id).await?,
-        Command::Trigger(TriggerCmd::Approve { id, reason }) => {
+        TriggerCmd::Show { id } => print::trigger_detail(&host.store, id).await?,
+        TriggerCmd::Approve { id, reason } => {
             host.store.trigger_approve(id, actor, &reason).await?;
             println!("trigger {id} approved: pending");
         }
-        Command::Trigger(TriggerCmd::Cancel { id }) => {
+        TriggerCmd::Cancel { id } => {
             if !host.store.trigger_request_cancel(id).await? {
                 bail!("trigger {id} is not pending, waiting or running");
             }
             println!("trigger {id}: cancel requested");
         }
-        Command::Audit(AuditCmd::Verify) => {
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paddock audit ...`
+async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        AuditCmd::Verify => {
             let entries = host.store.audit_list().await?;
             match paddock::model::audit::verify_chain(&entries) {
                 Ok(n) => println!("audit log intact: {n} entries, chain verified"),
@@ -427,7 +473,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Audit(AuditCmd::List) => {
+        AuditCmd::List => {
             for e in host.store.audit_list().await? {
                 println!(
                     "{:>5} {} {:<10} {:<20} {:<40} {}",
@@ -439,12 +485,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     e.detail
                 );
             }
-        }
-        Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
-        Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
-        Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
-        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
-            unreachable!("handled above")
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -10,7 +10,7 @@ use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::ResourceGroup;
 use paddock::node::{self, NodeConfig};
 use paddock::store::prelude::*;
-use paddock::store::{NewTrigger, StoreError};
+use paddock::store::{NewTrigger, StoreError, TriggerRecord};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -47,101 +47,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let host = Host::open(&url).await?;
     let actor = "demo";
 
-    host.registry
-        .group_put(
-            ResourceGroup {
-                name: "tight".into(),
-                fuel_per_attempt: 200_000_000,
-                memory_bytes: 16 << 20,
-                deadline_ms: 5_000,
-                max_concurrency: 4,
-                grants: "[]".into(),
-            },
-            actor,
-        )
-        .await?;
-    println!("== resource groups");
-    print::groups(&host.store.groups_list().await?);
-
-    println!("== a component importing what the host does not provide is refused");
-    let forbidden = args.guests.join("forbidden.wasm");
-    match host.registry.component_push_file(&forbidden, actor).await {
-        Ok(_) => anyhow::bail!("the forbidden component was accepted"),
-        Err(e) => println!("   refused: {e}"),
-    }
-
-    println!("== jobs");
-    for (job, _, _) in EXPECTED {
-        let path = args.examples.join(format!("{job}.toml"));
-        let (id, outcome) = host
-            .registry
-            .job_apply_file(&path, actor)
-            .await
-            .with_context(|| format!("applying {}", path.display()))?;
-        println!("   {id}: v{} ({outcome:?})", outcome.version());
-    }
-    let (_, again) = host
-        .registry
-        .job_apply_file(&args.examples.join("hello.toml"), actor)
-        .await?;
-    println!("   re-applying hello.toml: {again:?} (idempotent)");
-
-    let mut ids = Vec::new();
-    for (job, _, _) in EXPECTED {
-        let params = if *job == "hello" {
-            serde_json::json!({ "name": "paddock demo" })
-        } else {
-            serde_json::json!({})
-        };
-        let (t, _) = host
-            .store
-            .trigger_create(&NewTrigger::manual(job, params, None))
-            .await?;
-        ids.push(t.id);
-    }
-    println!("== running {} triggers", ids.len());
-    let runner = Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        RunnerConfig::default(),
-    );
-    runner.run_until_idle().await?;
-
-    let mut triggers = Vec::new();
-    for id in &ids {
-        triggers.push(host.store.trigger_get(*id).await?);
-    }
-    println!("== results");
-    print::trigger_table(&triggers, &host.store).await?;
-
-    println!("== a scheduled job: scheduler and runner together for 3 seconds");
-    let (_, ticker) = host
-        .registry
-        .job_apply_file(&args.examples.join("ticker.toml"), actor)
-        .await?;
-    println!("   ticker: v{} fires every second (UTC)", ticker.version());
-    // A node, as `paddock serve` runs one, for three seconds.
-    let mut config = NodeConfig::new(&url).id("demo");
-    config.scanner.tick = Duration::from_millis(250);
-    config.scanner.lookahead = Duration::from_millis(500);
-    config.sandbox.cache_dir = super::cache_dir();
-    node::start(config)
-        .await?
-        .run_until(tokio::time::sleep(Duration::from_secs(3)))
-        .await?;
-    let ticks: Vec<(String, i64)> = sqlx::query_as(host.store.sql(
-        "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
-    ))
-    .fetch_all(host.store.pool())
-    .await
-    // Through the store's error: sqlx's own text repeats its source.
-    .map_err(StoreError::from)?;
-    println!("   ticker triggers by state: {ticks:?}");
-    let ticked = ticks
-        .iter()
-        .find(|(s, _)| s == "succeeded")
-        .map(|(_, n)| *n)
-        .unwrap_or(0);
+    register(&host, &args, actor).await?;
+    let triggers = run_manual_triggers(&host).await?;
+    let ticked = run_ticker(&host, &args, &url, actor).await?;
 
     let entries = host.store.audit_list().await?;
     let verified = paddock::model::audit::verify_chain(&entries);
@@ -190,4 +98,113 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("paddock-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// The demo's group and jobs, and a component the host refuses.
+async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<()> {
+    host.registry
+        .group_put(
+            ResourceGroup {
+                name: "tight".into(),
+                fuel_per_attempt: 200_000_000,
+                memory_bytes: 16 << 20,
+                deadline_ms: 5_000,
+                max_concurrency: 4,
+                grants: "[]".into(),
+            },
+            actor,
+        )
+        .await?;
+    println!("== resource groups");
+    print::groups(&host.store.groups_list().await?);
+
+    println!("== a component importing what the host does not provide is refused");
+    let forbidden = args.guests.join("forbidden.wasm");
+    match host.registry.component_push_file(&forbidden, actor).await {
+        Ok(_) => anyhow::bail!("the forbidden component was accepted"),
+        Err(e) => println!("   refused: {e}"),
+    }
+
+    println!("== jobs");
+    for (job, _, _) in EXPECTED {
+        let path = args.examples.join(format!("{job}.toml"));
+        let (id, outcome) = host
+            .registry
+            .job_apply_file(&path, actor)
+            .await
+            .with_context(|| format!("applying {}", path.display()))?;
+        println!("   {id}: v{} ({outcome:?})", outcome.version());
+    }
+    let (_, again) = host
+        .registry
+        .job_apply_file(&args.examples.join("hello.toml"), actor)
+        .await?;
+    println!("   re-applying hello.toml: {again:?} (idempotent)");
+    Ok(())
+}
+
+/// One manual trigger of each example job, run until idle.
+async fn run_manual_triggers(host: &Host) -> anyhow::Result<Vec<TriggerRecord>> {
+    let mut ids = Vec::new();
+    for (job, _, _) in EXPECTED {
+        let params = if *job == "hello" {
+            serde_json::json!({ "name": "paddock demo" })
+        } else {
+            serde_json::json!({})
+        };
+        let (t, _) = host
+            .store
+            .trigger_create(&NewTrigger::manual(job, params, None))
+            .await?;
+        ids.push(t.id);
+    }
+    println!("== running {} triggers", ids.len());
+    let runner = Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        RunnerConfig::default(),
+    );
+    runner.run_until_idle().await?;
+
+    let mut triggers = Vec::new();
+    for id in &ids {
+        triggers.push(host.store.trigger_get(*id).await?);
+    }
+    println!("== results");
+    print::trigger_table(&triggers, &host.store).await?;
+    Ok(triggers)
+}
+
+/// The `ticker` job on a node (scheduler and runner) for three seconds:
+/// how many of its scheduled runs succeeded.
+async fn run_ticker(host: &Host, args: &DemoArgs, url: &str, actor: &str) -> anyhow::Result<i64> {
+    println!("== a scheduled job: scheduler and runner together for 3 seconds");
+    let (_, ticker) = host
+        .registry
+        .job_apply_file(&args.examples.join("ticker.toml"), actor)
+        .await?;
+    println!("   ticker: v{} fires every second (UTC)", ticker.version());
+    // A node, as `paddock serve` runs one, for three seconds.
+    let mut config = NodeConfig::new(url).id("demo");
+    config.scanner.tick = Duration::from_millis(250);
+    config.scanner.lookahead = Duration::from_millis(500);
+    config.sandbox.cache_dir = super::cache_dir();
+    node::start(config)
+        .await?
+        .run_until(tokio::time::sleep(Duration::from_secs(3)))
+        .await?;
+    let ticks: Vec<(String, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT state, count(*) FROM triggers WHERE job_id = 'ticker' GROUP BY state ORDER BY state",
+    ))
+    .fetch_all(host.store.pool())
+    .await
+    // Through the store's error: sqlx's own text repeats its source.
+    .map_err(StoreError::from)?;
+    println!("   ticker triggers by state: {ticks:?}");
+    let ticked = ticks
+        .iter()
+        .find(|(s, _)| s == "succeeded")
+        .map(|(_, n)| *n)
+        .unwrap_or(0);
+    Ok(ticked)
 }
