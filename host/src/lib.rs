@@ -20,13 +20,20 @@
 //! - [`effects`]: the side-effect gateway guests call through (the host side
 //!   of `paddock:job/effects`).
 //! - [`store`]: the database — the single source of truth — and its
-//!   migrations. All instants come from the database clock.
+//!   migrations, split into role traits by who uses it (`RunnerStore`,
+//!   `SchedulerStore`, `EffectStore`, `ControlStore`, shared `ReadStore`);
+//!   every write under a lease is fenced in its own statement. All instants
+//!   come from the database clock.
 //! - [`node`]: one process's scanner, runner, heartbeats, effect recovery
 //!   and wake-ups composed and started together; `paddock serve` and
 //!   in-process tests run the same node.
 //!
 //! The `paddock` command line and the embedded demo are the binary's own
 //! modules (`src/bin/paddock/`), over this crate's public API.
+//!
+//! Layers, lowest first: `model`; `store`, `sandbox`; `schedule`,
+//! `effects`; `registry`, `lease`; `node`. A module imports only lower
+//! layers (`tests/all/layers.rs`).
 //!
 //! The database decides every identity; memory only makes things faster.
 #![forbid(unsafe_code)]
