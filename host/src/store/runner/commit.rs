@@ -11,6 +11,16 @@ use crate::model::{AttemptEnd, LeaseRef, ReleaseReason, Transition};
 use crate::trigger_state;
 use std::collections::HashSet;
 
+/// The ends of a batch whose fenced transition applied, as (trigger,
+/// token): a trigger's id alone would not tell a current end from a stale
+/// end of the same trigger in one batch (a runner that lost its lease and
+/// the one that took the trigger over, both in this process).
+type Moved = HashSet<(i64, i64)>;
+
+fn moved_key(lease: &LeaseRef) -> (i64, i64) {
+    (lease.trigger_id, lease.fencing_token.get())
+}
+
 /// The fenced `running → pending` of a release (SQLite spelling; `?1`
 /// trigger, `?2` token, `?3` delay ms).
 pub(in crate::store) const RELEASE_TRIGGER: &str = concat!(
@@ -54,7 +64,7 @@ const FINISH_TRIGGERS_HEAD: &str = concat!(
 const FINISH_TRIGGERS_TAIL: &str = concat!(
     ") AS v WHERE ",
     lease_fence!("triggers", id = "v.column1", token = "v.column2"),
-    " RETURNING id"
+    " RETURNING id, fencing_token"
 );
 
 /// The attempt rows of a batch, closed once their triggers moved.
@@ -96,7 +106,7 @@ impl Store {
         // Stale ends are closed and counted outside the write turn.
         let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
         for (i, (lease, end)) in ends.iter().enumerate() {
-            if !moved.contains(&lease.trigger_id) {
+            if !moved.contains(&moved_key(lease)) {
                 self.close_abandoned(lease, end, "result refused: stale fencing token")
                     .await?;
                 results[i] = Err(self.lease_lost(lease, "result commit").await);
@@ -111,12 +121,12 @@ impl Store {
     /// (which match nothing) to the next power of two, so each statement
     /// has a handful of distinct texts and stays in the prepared-statement
     /// cache.
-    async fn finish_postgres(&self, ends: &[(LeaseRef, AttemptEnd)]) -> StoreResult<HashSet<i64>> {
+    async fn finish_postgres(&self, ends: &[(LeaseRef, AttemptEnd)]) -> StoreResult<Moved> {
         let (mut tx, _turn) = self.begin_write().await?;
         let moved = self.finish_transitions(&mut tx, ends).await?;
         let committed: Vec<&(LeaseRef, AttemptEnd)> = ends
             .iter()
-            .filter(|(lease, _)| moved.contains(&lease.trigger_id))
+            .filter(|(lease, _)| moved.contains(&moved_key(lease)))
             .collect();
         if !committed.is_empty() {
             let rows = committed.len().next_power_of_two();
@@ -158,12 +168,12 @@ impl Store {
     }
 
     /// The fenced trigger transitions of [`Store::finish_postgres`], in one
-    /// set-based statement: the ids that moved.
+    /// set-based statement: the (trigger, token) pairs that moved.
     async fn finish_transitions(
         &self,
         tx: &mut Tx,
         ends: &[(LeaseRef, AttemptEnd)],
-    ) -> StoreResult<HashSet<i64>> {
+    ) -> StoreResult<Moved> {
         let rows = ends.len().next_power_of_two();
         let transitions = self.dialect.multi_row(
             FINISH_TRIGGERS_HEAD,
@@ -171,7 +181,7 @@ impl Store {
             rows,
             FINISH_TRIGGERS_TAIL,
         );
-        let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(transitions));
+        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(transitions));
         for (lease, end) in ends {
             q = q
                 .bind(lease.trigger_id)
@@ -291,7 +301,7 @@ impl Store {
 fn finish_in(
     tx: &rusqlite::Transaction<'_>,
     ends: &[(LeaseRef, AttemptEnd)],
-) -> StoreResult<HashSet<i64>> {
+) -> StoreResult<Moved> {
     // One clock for the batch: the commit's.
     let now: i64 = tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?;
     let mut transition = tx.prepare_cached(FINISH_TRIGGER)?;
@@ -328,7 +338,7 @@ fn finish_in(
             end.wall_ms,
             end.log,
         ])?;
-        moved.insert(lease.trigger_id);
+        moved.insert(moved_key(lease));
     }
     Ok(moved)
 }
