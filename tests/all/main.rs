@@ -47,6 +47,7 @@ macro_rules! db_test {
 
 mod bad_input;
 mod cli_errors;
+mod conformance;
 mod croner_policy;
 mod drain;
 mod effects;
