@@ -31,6 +31,7 @@ pub mod breaker;
 pub mod classify;
 mod gateway;
 pub mod http;
+pub mod protocol;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerState, RateLimit};
 pub use classify::{Answer, Found, Verdict, classify, params_digest};
