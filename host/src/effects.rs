@@ -24,8 +24,29 @@
 //!   succeeded original; it never rewrites the original and cannot itself
 //!   be compensated.
 //!
-//! Pure rules are in [`classify`] (digest, answer classes) and [`breaker`]
-//! (circuit breaker, rate limit); I/O in [`http`] and [`gateway`].
+//! # The protocol, in one place
+//!
+//! Every decision is a pure function in [`protocol`]; the gateway only
+//! gathers its inputs and does what it returns:
+//!
+//! | question | decision | answers |
+//! |---|---|---|
+//! | read the key before the first send? another writer raced us? | [`protocol::Lookup`] | optimistic, read, read after race, give up |
+//! | what is recorded under the key? | [`protocol::KeyRecord`] | unrecorded, other params, settled, unresolved, resendable |
+//! | what next, given that, the [`protocol::Connector`], the budget and the stop state? | [`protocol::next_step`] → [`protocol::Step`] | replay, key conflict, query first, unknown (unqueryable), refuse, budget exhausted, send |
+//! | the breaker refused the call | [`protocol::when_refused`] → [`protocol::Refused`] | wait, refuse `circuit-open` |
+//! | what does the downstream's answer become? | [`classify::classify`] → [`protocol::on_answer`] → [`protocol::Answered`] | settled, key conflict, fenced, transient, unknown |
+//! | after a transient answer | [`protocol::after_transient`] → [`protocol::Resend`] | back off and send again, budget exhausted |
+//! | after an unknown answer | [`protocol::after_unknown`] → [`protocol::Reply`] | query next attempt, ticket |
+//! | the budget is spent | [`protocol::budget_exhausted`] | the job's failure (idempotent), a ticket (not) |
+//! | what did a query by key settle? | [`protocol::after_query`] → [`protocol::Queried`] | recorded, not found, evidence conflict, undecided |
+//! | the guest's `effects.query` | [`protocol::query_step`] → [`protocol::QueryStep`] | from the record, query first, unqueryable, ask downstream |
+//! | the recovery scanner | [`protocol::recovery_found`] → [`protocol::Recovered`] | succeeded, failed, not found, ticket, undecided |
+//!
+//! Pure rules are in [`protocol`] (the decisions above and every text the
+//! guest or a ticket sees), [`classify`] (digest, answer classes) and
+//! [`breaker`] (circuit breaker, rate limit); I/O in [`http`] and the
+//! gateway (its connector cache, one send, tickets, the recovery scanner).
 
 pub mod breaker;
 pub mod classify;

@@ -1,0 +1,112 @@
+//! The connectors this process calls: each one's row, reloaded at most
+//! every TTL, with the in-memory state that makes it safe to call (permits,
+//! circuit breaker, rate limit).
+
+use crate::effects::breaker::{Breaker, BreakerConfig, BreakerState, RateLimit};
+use crate::effects::protocol;
+use crate::sandbox::wit::effects::EffectError;
+use crate::store::{ConnectorRecord, EffectStore, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// In-memory state of one connector in this process.
+pub(super) struct Live {
+    pub(super) record: ConnectorRecord,
+    loaded: Instant,
+    pub(super) permits: Arc<Semaphore>,
+    pub(super) breaker: Mutex<Breaker>,
+    pub(super) rate: Mutex<RateLimit>,
+}
+
+impl Live {
+    fn new(record: ConnectorRecord) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(record.permits.max(1) as usize)),
+            breaker: Mutex::new(Breaker::new(BreakerConfig {
+                failure_rate: record.breaker_failure_rate,
+                min_calls: record.breaker_min_calls.max(1) as u32,
+                window_ms: record.breaker_window_ms.max(1) as u64,
+                open_ms: record.breaker_open_ms.max(1) as u64,
+            })),
+            rate: Mutex::new(RateLimit::new(record.rate_per_sec)),
+            loaded: Instant::now(),
+            record,
+        }
+    }
+
+    /// The same connector under a freshly read, unchanged row: its permits
+    /// are shared and its breaker and rate limit carry over.
+    fn reloaded(&self, record: ConnectorRecord) -> Self {
+        Self {
+            record,
+            loaded: Instant::now(),
+            permits: self.permits.clone(),
+            breaker: Mutex::new(self.breaker.lock().unwrap().clone()),
+            rate: Mutex::new(self.rate.lock().unwrap().clone()),
+        }
+    }
+
+    pub(super) fn breaker_state(&self) -> BreakerState {
+        self.breaker.lock().unwrap().state()
+    }
+}
+
+/// The connectors loaded in this process, by name.
+pub(super) struct Connectors {
+    store: Arc<dyn EffectStore>,
+    ttl: Duration,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+}
+
+impl Connectors {
+    pub(super) fn new(store: Arc<dyn EffectStore>, ttl: Duration) -> Self {
+        Self {
+            store,
+            ttl,
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The connector's live state, reloading its row at most every TTL
+    /// (breaker state survives a reload if the row did not change).
+    pub(super) async fn get(&self, name: &str) -> Result<Option<Arc<Live>>, StoreError> {
+        if let Some(live) = self.live.lock().unwrap().get(name)
+            && live.loaded.elapsed() < self.ttl
+        {
+            return Ok(Some(live.clone()));
+        }
+        let Some(record) = self.store.connector_get(name).await? else {
+            self.live.lock().unwrap().remove(name);
+            return Ok(None);
+        };
+        let mut map = self.live.lock().unwrap();
+        let live = match map.get(name) {
+            Some(old) if old.record == record => Arc::new(old.reloaded(record)),
+            _ => Arc::new(Live::new(record)),
+        };
+        map.insert(name.to_string(), live.clone());
+        Ok(Some(live))
+    }
+
+    /// A connector the caller may use: granted to its job and configured on
+    /// this host.
+    pub(super) async fn granted(
+        &self,
+        granted: &[String],
+        name: &str,
+    ) -> Result<Arc<Live>, EffectError> {
+        protocol::check_grant(granted, name)?;
+        protocol::configured(name, self.get(name).await)
+    }
+
+    /// The breaker state of a connector, if loaded.
+    pub(super) fn breaker_state(&self, name: &str) -> Option<BreakerState> {
+        self.live
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|live| live.breaker_state())
+    }
+}
