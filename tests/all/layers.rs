@@ -67,10 +67,47 @@ fn production_text(path: &Path) -> Option<String> {
     if rel.contains("/tests/") || rel.ends_with("/tests.rs") || rel.ends_with("guards.rs") {
         return None;
     }
-    Some(match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    })
+    Some(without_test_modules(&text))
+}
+
+/// `text` without its inline `#[cfg(test)] mod … { … }` blocks (a test
+/// module declared as `mod tests;` lives in a file of its own, left out
+/// above).
+fn without_test_modules(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]\nmod ") {
+        out.push_str(&rest[..at]);
+        let module = &rest[at..];
+        let line_end = module.find('\n').map_or(module.len(), |i| i + 1);
+        let head_end = module[line_end..]
+            .find('\n')
+            .map_or(module.len(), |i| line_end + i);
+        if !module[..head_end].trim_end().ends_with('{') {
+            // A declaration (`mod tests;`): keep going after it.
+            out.push_str(&module[..head_end]);
+            rest = &module[head_end..];
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut end = module.len();
+        for (i, c) in module.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &module[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The top-level modules a file refers to through `crate::`.
@@ -215,6 +252,14 @@ fn no_production_file_is_over_800_lines_and_no_function_over_100() {
         }
     }
     assert!(problems.is_empty(), "too long:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn only_inline_test_modules_are_left_out() {
+    let text = "fn a() {}\n#[cfg(test)]\nmod tests;\nfn b() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn c() {}\n";
+    let kept = without_test_modules(text);
+    assert!(kept.contains("fn b()") && kept.contains("fn c()"), "{kept}");
+    assert!(!kept.contains("fn t()"), "{kept}");
 }
 
 #[test]
