@@ -58,6 +58,7 @@ mod guests;
 mod layers;
 mod leases;
 mod ledger;
+mod migrations;
 mod node;
 mod procs;
 mod registration;

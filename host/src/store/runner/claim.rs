@@ -139,11 +139,11 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
     trigger_state!(running),
     ", lease_owner = ?1, lease_until = ?2 + ?3, \
          fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
-     WHERE id = ?4 AND state IN (",
+     WHERE id = ?4 AND (state = ",
     trigger_state!(pending),
-    ", ",
+    " OR state = ",
     trigger_state!(retry_wait),
-    ", ",
+    " OR state = ",
     trigger_state!(running),
     ")"
 );

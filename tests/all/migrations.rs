@@ -1,0 +1,112 @@
+//! Migrations keep what is stored: a database created by an older Paddock
+//! opens with the newest one and loses no row, no id and no state.
+
+/// SQLite's 0008 rebuilds `triggers` (a CHECK cannot be altered in place);
+/// only SQLite rebuilds tables, so the test lives here, named for it.
+mod sqlite {
+    use paddock::store::Store;
+    use sqlx::migrate::Migrator;
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    use std::borrow::Cow;
+    use std::path::Path;
+
+    /// The rows a user of 0007 has: three triggers, and a fourth deleted, so
+    /// the AUTOINCREMENT sequence is ahead of the largest id.
+    const SEED: &str = "
+        INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms,
+            max_concurrency, created_at, updated_at) VALUES ('g', 1, 1, 1, 1, 0, 0);
+        INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at)
+        VALUES ('c', 0, x'', '{}', 'test', 0);
+        INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at)
+        VALUES ('j', 't', 1, 0, 0);
+        INSERT INTO plan_versions (job_id, version, digest, spec, component_digest,
+            resource_group, created_by, created_at) VALUES ('j', 1, 'd', '{}', 'c', 'g', 'test', 0);
+        INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group,
+            origin, scheduled_at, state, next_run_at, fencing_token, attempts,
+            created_at, updated_at)
+        VALUES (1, 'j@1@v1', 'j', 1, 't', 'g', 'manual', 1, 'succeeded', 1, 1, 1, 1, 1),
+               (2, 'j@2@v1', 'j', 1, 't', 'g', 'manual', 2, 'running', 2, 7, 3, 2, 2),
+               (3, 'j@3@v1', 'j', 1, 't', 'g', 'manual', 3, 'pending', 3, 0, 0, 3, 3),
+               (4, 'j@4@v1', 'j', 1, 't', 'g', 'manual', 4, 'pending', 4, 0, 0, 4, 4);
+        DELETE FROM triggers WHERE id = 4;";
+
+    #[tokio::test]
+    async fn a_0007_database_opens_with_every_row_id_and_state_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("old.db");
+        let old = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&file)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        let mut migrator = Migrator::new(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../migrations/sqlite"
+        )))
+        .await
+        .unwrap();
+        assert!(
+            migrator.migrations.iter().any(|m| m.version == 8),
+            "this test is about 0008"
+        );
+        migrator.migrations = Cow::Owned(
+            migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version <= 7)
+                .cloned()
+                .collect(),
+        );
+        migrator.run(&old).await.unwrap();
+        sqlx::raw_sql(SEED).execute(&old).await.unwrap();
+        old.close().await;
+
+        let url = format!("sqlite://{}", file.display());
+        let store = Store::open(&url).await.unwrap();
+        let rows: Vec<(i64, String, i64, i64)> =
+            sqlx::query_as("SELECT id, state, fencing_token, attempts FROM triggers ORDER BY id")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                (1, "succeeded".into(), 1, 1),
+                (2, "running".into(), 7, 3),
+                (3, "pending".into(), 0, 0),
+            ]
+        );
+        let sequence: (i64,) =
+            sqlx::query_as("SELECT seq FROM sqlite_sequence WHERE name = 'triggers'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(sequence.0, 4, "a deleted id is never handed out again");
+
+        let unknown_state = sqlx::query("UPDATE triggers SET state = 'paused' WHERE id = 3")
+            .execute(store.pool())
+            .await
+            .expect_err("the CHECK survives the rebuild");
+        assert!(
+            unknown_state
+                .to_string()
+                .contains("CHECK constraint failed"),
+            "{unknown_state}"
+        );
+        let indexes: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'triggers' \
+             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        assert!(
+            indexes.iter().any(|(name,)| name == "triggers_pending"),
+            "indexes are re-created: {indexes:?}"
+        );
+    }
+}
