@@ -8,16 +8,25 @@
 //! start-up is not counted (a short warm-up batch runs first).
 //!
 //! Floor: the same N triggers, in a fresh schema of the same database,
-//! driven by a raw SQL loop doing only the minimal statements in batches of
-//! 100 — one transaction claims (`UPDATE ... fencing_token + 1 ... WHERE id
-//! IN (SELECT ... LIMIT 100 [FOR UPDATE SKIP LOCKED]) RETURNING`) and inserts
-//! the attempt rows, a second completes them (one `UPDATE triggers SET state
-//! = 'succeeded' ... FROM (VALUES (id, token), ...) WHERE id = v.id AND
-//! fencing_token = v.token` for the batch — each row fenced by its own token,
-//! as Paddock's group commit does — then one statement closing the batch's
-//! attempts). As many floor workers as
-//! Paddock processes. The floor runs before and after Paddock in each
-//! configuration; the ratio is Paddock / mean(floor). Target >= 0.5x.
+//! driven by raw SQL doing only the minimal statements in batches of 100.
+//! On PostgreSQL, on the native driver, one statement claims a batch
+//! (`UPDATE ... fencing_token + 1 ... WHERE id IN (SELECT ... LIMIT 100
+//! FOR UPDATE SKIP LOCKED)`) and opens its attempt rows, and one statement
+//! completes it — every trigger fenced by its own token, its attempt
+//! closed — with 4 workers per Paddock process (as many connections as a
+//! Paddock process keeps busy: one claim, three group commits). On SQLite,
+//! one worker: a transaction claims and inserts the attempts, a second
+//! completes the batch under its tokens and closes the attempts. The
+//! floor runs before and after Paddock in each configuration; the ratio
+//! is Paddock / mean(floor).
+//!
+//! After every bulk load the bench runs `ANALYZE` on PostgreSQL, as a
+//! production system's autovacuum would (migrations/postgres/0008 asks for
+//! it within a minute of a burst). Each PostgreSQL run also prints its cost
+//! per job: WAL records and bytes, index entries, heap inserts/updates and
+//! HOT updates (`pg_walinspect` over the run's WAL), commits, server and
+//! client CPU, how busy the cores were, and so which resource saturated.
+//! Lines `RESULT <tag> <pending> <jobs/s>` are for scripts/bench-peers.sh.
 //!
 //! Configurations: SQLite with an in-process `Runner` and with one `paddock
 //! serve`; PostgreSQL with an in-process `Runner`, one and three `paddock
@@ -29,7 +38,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`) is the admin connection; a
 //! fresh database is created for the run and dropped at the end.
 //! Env: `PADDOCK_BENCH_JOBS_SQLITE` (default 10000), `PADDOCK_BENCH_JOBS_PG`
-//! (default 10000), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
+//! (pending sizes, default `10000,100000`), `PADDOCK_BENCH_CONCURRENCY` (attempts per process,
 //! default 256), `PADDOCK_BENCH_CLAIM` (triggers per claim, default 100 —
 //! the floor's batch — or half the slots if less: a runner claims once that
 //! many slots are free, and the slots beyond one batch keep guests running
@@ -39,6 +48,7 @@
 //! `sq_serve1`, `sq_calls`, `pg_inproc`, `pg_serve1`, `pg_serve3`, `pg_calls`).
 
 mod common;
+use common::meter::{Costs, Meter};
 use common::{env_or, guest, with_database};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::AttemptEnd;
@@ -53,6 +63,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FLOOR_BATCH: usize = 100;
+/// Floor workers per Paddock process on PostgreSQL: one per connection a
+/// Paddock process keeps busy (one claim and three group commits in
+/// flight), so the floor has as many connections as Paddock uses.
+const PG_FLOOR_WORKERS: usize = 4;
 const WARMUP: usize = 60;
 
 /// Triggers per claim statement for a runner with `slots` slots: the
@@ -139,6 +153,9 @@ impl Db<'_> {
 /// Open `url`, register the `noop` job.
 async fn prepare(url: &str, sandbox: &Arc<Sandbox>) -> Store {
     let store = Store::open(url).await.unwrap();
+    if store.dialect() == Dialect::Postgres && !common::meter::install(&store).await {
+        eprintln!("   (no pg_walinspect on this server: WAL figures are left out)");
+    }
     let registry = Registry::new(store.clone(), sandbox.clone());
     registry
         .job_apply(
@@ -180,6 +197,14 @@ async fn insert_triggers(store: &Store, tag: &str, n: usize) -> i64 {
         i += rows;
     }
     tx.commit().await.unwrap();
+    // What a production system sees once autovacuum has looked at a burst
+    // (the hot tables ask it to within a minute: migrations/postgres/0008).
+    if store.dialect() == Dialect::Postgres {
+        sqlx::query("ANALYZE triggers, attempts")
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
     before.unwrap_or(0)
 }
 
@@ -203,6 +228,8 @@ struct Window {
     wall: Duration,
     /// Claim statements (distinct runner + claim clock among the attempts).
     claims: i64,
+    /// PostgreSQL: what the run cost per job.
+    costs: Option<Costs>,
 }
 
 impl Window {
@@ -240,6 +267,7 @@ async fn window(store: &Store, after: i64, wall: Duration) -> Window {
         ms: last.unwrap_or(0) - first.unwrap_or(0),
         wall,
         claims,
+        costs: None,
     }
 }
 
@@ -338,14 +366,87 @@ async fn floor_worker(store: Store, owner: String) -> usize {
     }
 }
 
+/// PostgreSQL's floor worker: the same work as a Paddock claim and group
+/// commit, written as tightly as PostgreSQL allows — one statement claims
+/// a batch and opens its attempts, one statement moves the batch's
+/// triggers each under its own token and closes their attempts — on the
+/// native driver.
+async fn floor_worker_pg(pool: sqlx::PgPool, owner: String) -> usize {
+    const NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+    let claim = leak(format!(
+        "WITH claimed AS (UPDATE triggers SET state = 'running', lease_owner = $1, \
+             lease_until = {NOW} + $2, fencing_token = fencing_token + 1, \
+             attempts = attempts + 1, updated_at = {NOW} \
+         WHERE id IN (SELECT id FROM triggers WHERE state = 'pending' AND next_run_at <= {NOW} \
+             ORDER BY priority, next_run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
+         RETURNING id, fencing_token, attempts, lease_until, updated_at), \
+         opened AS (INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, \
+             started_at, lease_until) \
+         SELECT id, attempts, $1, fencing_token, updated_at, lease_until FROM claimed \
+         RETURNING id, trigger_id, fencing_token) \
+         SELECT trigger_id, fencing_token, id FROM opened"
+    ));
+    let complete = leak(format!(
+        "WITH ends AS (SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) \
+             AS e (trigger_id, token, attempt_id)), \
+         moved AS (UPDATE triggers SET state = 'succeeded', lease_owner = NULL, \
+             lease_until = NULL, finished_at = {NOW}, updated_at = {NOW} FROM ends \
+             WHERE triggers.id = ends.trigger_id AND triggers.fencing_token = ends.token \
+             AND triggers.state = 'running' RETURNING triggers.id, triggers.fencing_token), \
+         closed AS (UPDATE attempts SET outcome = 'succeeded', ended_at = {NOW} \
+             FROM ends JOIN moved ON moved.id = ends.trigger_id AND moved.fencing_token = ends.token \
+             WHERE attempts.id = ends.attempt_id AND attempts.fencing_token = ends.token) \
+         SELECT count(*) FROM moved"
+    ));
+    let mut done = 0;
+    loop {
+        let claimed: Vec<(i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(claim))
+            .bind(&owner)
+            .bind(30_000i64)
+            .bind(FLOOR_BATCH as i64)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        if claimed.is_empty() {
+            return done;
+        }
+        let column =
+            |i: usize| -> Vec<i64> { claimed.iter().map(|c| [c.0, c.1, c.2][i]).collect() };
+        let moved: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(complete))
+            .bind(column(0))
+            .bind(column(1))
+            .bind(column(2))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(moved as usize, claimed.len(), "floor lost a trigger");
+        done += claimed.len();
+    }
+}
+
 async fn floor(db: &Db<'_>, run: &str, sandbox: &Arc<Sandbox>, n: usize, workers: usize) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
     let after = insert_triggers(&store, run, n).await;
+    let pg = match store.dialect() {
+        Dialect::Postgres => Some(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(workers as u32)
+                .connect(&url)
+                .await
+                .unwrap(),
+        ),
+        Dialect::Sqlite => None,
+    };
+    let meter = Meter::start(&store, &[]).await;
     let t = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..workers {
-        tasks.spawn(floor_worker(store.clone(), format!("floor-{w}")));
+        let owner = format!("floor-{w}");
+        match &pg {
+            Some(pool) => tasks.spawn(floor_worker_pg(pool.clone(), owner)),
+            None => tasks.spawn(floor_worker(store.clone(), owner)),
+        };
     }
     let mut done = 0;
     while let Some(r) = tasks.join_next().await {
@@ -353,7 +454,15 @@ async fn floor(db: &Db<'_>, run: &str, sandbox: &Arc<Sandbox>, n: usize, workers
     }
     let wall = t.elapsed();
     assert_eq!(done, n);
-    let w = window(&store, after, wall).await;
+    let costs = match meter {
+        Some(m) => Some(m.end(&store, &[], n as i64).await),
+        None => None,
+    };
+    if let Some(pool) = pg {
+        pool.close().await;
+    }
+    let mut w = window(&store, after, wall).await;
+    w.costs = costs;
     store.close().await;
     w
 }
@@ -386,9 +495,16 @@ async fn in_process(
     insert_triggers(&store, &format!("{run}-warm"), WARMUP).await;
     runner.run_until_idle().await.unwrap();
     let after = insert_triggers(&store, run, n).await;
+    let meter = Meter::start(&store, &[]).await;
     let t = Instant::now();
     runner.run_until_idle().await.unwrap();
-    let w = window(&store, after, t.elapsed()).await;
+    let wall = t.elapsed();
+    let costs = match meter {
+        Some(m) => Some(m.end(&store, &[], n as i64).await),
+        None => None,
+    };
+    let mut w = window(&store, after, wall).await;
+    w.costs = costs;
     store.close().await;
     w
 }
@@ -538,6 +654,8 @@ async fn processes(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let after = insert_triggers(&store, run, n).await;
+    let pids: Vec<u32> = servers.0.iter().map(Child::id).collect();
+    let meter = Meter::start(&store, &pids).await;
     let t = Instant::now();
     let deadline = t + Duration::from_secs(600);
     loop {
@@ -552,8 +670,13 @@ async fn processes(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let wall = t.elapsed();
+    let costs = match meter {
+        Some(m) => Some(m.end(&store, &pids, n as i64).await),
+        None => None,
+    };
     drop(servers);
-    let w = window(&store, after, wall).await;
+    let mut w = window(&store, after, wall).await;
+    w.costs = costs;
     store.close().await;
     w
 }
@@ -562,6 +685,8 @@ async fn processes(
 
 struct Row {
     name: String,
+    tag: String,
+    pending: usize,
     paddock: Window,
     floor: [Window; 2],
 }
@@ -569,6 +694,62 @@ struct Row {
 impl Row {
     fn floor_rate(&self) -> f64 {
         (self.floor[0].rate() + self.floor[1].rate()) / 2.0
+    }
+}
+
+/// Per job, for every PostgreSQL run: Paddock's and the floor's (first run).
+fn print_costs(rows: &[Row]) {
+    let measured: Vec<(String, &Costs)> = rows
+        .iter()
+        .flat_map(|r| {
+            [
+                (
+                    format!("{} @{}", r.tag, r.pending),
+                    r.paddock.costs.as_ref(),
+                ),
+                (
+                    format!("{}_floor @{}", r.tag, r.pending),
+                    r.floor[0].costs.as_ref(),
+                ),
+            ]
+        })
+        .filter_map(|(name, costs)| costs.map(|c| (name, c)))
+        .collect();
+    if measured.is_empty() {
+        return;
+    }
+    println!();
+    println!("PostgreSQL cost per job (WAL from pg_walinspect over the run; CPU from /proc)");
+    println!(
+        "{:<24} {:>8} {:>9} {:>8} {:>8} {:>8} {:>6} {:>8} {:>9} {:>9} {:>6}  saturated",
+        "run",
+        "WAL rec",
+        "WAL bytes",
+        "idx ent",
+        "heap ins",
+        "heap upd",
+        "HOT",
+        "commits",
+        "server us",
+        "client us",
+        "busy"
+    );
+    for (name, c) in measured {
+        println!(
+            "{:<24} {:>8.1} {:>9.0} {:>8.1} {:>8.2} {:>8.2} {:>6.2} {:>8.3} {:>9.1} {:>9.1} {:>5.0}%  {}",
+            name,
+            c.wal_records,
+            c.wal_bytes,
+            c.index_entries,
+            c.heap_inserts,
+            c.heap_updates,
+            c.hot_updates,
+            c.commits,
+            c.server_cpu_us,
+            c.client_cpu_us,
+            c.machine_busy * 100.0,
+            c.saturated()
+        );
     }
 }
 
@@ -628,7 +809,7 @@ async fn config<F>(
         return;
     }
     eprintln!("-- {name}: floor ({workers} worker(s)) ...");
-    let f0 = floor(db, &format!("{tag}_floor_a"), sandbox, n, workers).await;
+    let f0 = floor(db, &format!("{tag}_{n}_floor_a"), sandbox, n, workers).await;
     eprintln!(
         "   floor {:.0} jobs/s ({} ms); Paddock ...",
         f0.rate(),
@@ -641,10 +822,18 @@ async fn config<F>(
         p.jobs,
         p.ms
     );
-    let f1 = floor(db, &format!("{tag}_floor_b"), sandbox, n, workers).await;
+    let f1 = floor(db, &format!("{tag}_{n}_floor_b"), sandbox, n, workers).await;
     eprintln!("   floor {:.0} jobs/s", f1.rate());
+    // For scripts/bench-peers.sh, which prints Paddock beside the peers.
+    println!("RESULT {tag} {n} {:.0}", p.rate());
+    println!(
+        "RESULT {tag}_floor {n} {:.0}",
+        (f0.rate() + f1.rate()) / 2.0
+    );
     rows.push(Row {
         name,
+        tag: tag.to_string(),
+        pending: n,
         paddock: p,
         floor: [f0, f1],
     });
@@ -667,7 +856,12 @@ fn selected(tag: &str) -> bool {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n_sqlite = env_or("PADDOCK_BENCH_JOBS_SQLITE", 10000usize);
-    let n_pg = env_or("PADDOCK_BENCH_JOBS_PG", 10000usize);
+    let pg_sizes: Vec<usize> = std::env::var("PADDOCK_BENCH_JOBS_PG")
+        .unwrap_or_else(|_| "10000,100000".into())
+        .split([',', ' '])
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    assert!(!pg_sizes.is_empty(), "PADDOCK_BENCH_JOBS_PG: no size");
     let conc = env_or("PADDOCK_BENCH_CONCURRENCY", 256usize);
     let only = std::env::var("PADDOCK_BENCH_ONLY").unwrap_or_default();
     let admin = std::env::var("PADDOCK_BENCH_DATABASE_URL")
@@ -720,31 +914,42 @@ async fn main() {
     if only.is_empty() || only == "pg" || only.starts_with("pg_") {
         let pg = Pg::create(&admin, "throughput").await;
         let db = Db::Pg(&pg);
-        config(
-            &mut rows,
-            format!("PostgreSQL, in-process Runner (conc {conc})"),
-            &db,
-            "pg_inproc",
-            &sandbox,
-            n_pg,
-            1,
-            in_process(&db, "pg_inproc", &sandbox, n_pg, conc),
-        )
-        .await;
-        for procs in [1, 3] {
-            let tag = format!("pg_serve{procs}");
+        for (i, &n) in pg_sizes.iter().enumerate() {
             config(
                 &mut rows,
-                format!("PostgreSQL, {procs} x paddock serve (conc {conc})"),
+                format!("PostgreSQL, in-process Runner (conc {conc}), {n} pending"),
                 &db,
-                &tag,
+                "pg_inproc",
                 &sandbox,
-                n_pg,
-                procs,
-                processes(&db, &tag, &sandbox, n_pg, procs, conc, dir.path()),
+                n,
+                PG_FLOOR_WORKERS,
+                in_process(&db, &format!("pg_inproc_{i}"), &sandbox, n, conc),
             )
             .await;
+            for procs in [1, 3] {
+                let tag = format!("pg_serve{procs}");
+                config(
+                    &mut rows,
+                    format!("PostgreSQL, {procs} x paddock serve (conc {conc}), {n} pending"),
+                    &db,
+                    &tag,
+                    &sandbox,
+                    n,
+                    PG_FLOOR_WORKERS * procs,
+                    processes(
+                        &db,
+                        &format!("{tag}_{i}"),
+                        &sandbox,
+                        n,
+                        procs,
+                        conc,
+                        dir.path(),
+                    ),
+                )
+                .await;
+            }
         }
+        let n_pg = pg_sizes[0];
         for batch in [1, 64] {
             let tag = format!("pg_calls{batch}");
             config(
@@ -762,6 +967,7 @@ async fn main() {
         pg.drop().await;
     }
     print_table(&rows);
+    print_costs(&rows);
     println!(
         "claim = attempts per claim statement (mean). The 'store calls only' rows are a breakdown, \
          not Paddock: Paddock's own claim and finish calls, sequential, no Wasm."

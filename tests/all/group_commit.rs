@@ -91,7 +91,7 @@ async fn concurrent_finishes_through_the_queue_all_commit_exactly_once(db: Db) {
         .await
         .unwrap();
     assert_eq!(claims.len(), 60);
-    let queue = Arc::new(CommitQueue::new(Arc::new(host.store.clone()), 100));
+    let queue = Arc::new(CommitQueue::new(Arc::new(host.store.clone()), 100, 1));
     let mut tasks = tokio::task::JoinSet::new();
     for c in claims {
         let queue = queue.clone();

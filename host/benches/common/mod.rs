@@ -40,3 +40,6 @@ pub fn with_database(url: &str, db: &str) -> String {
     }
     out
 }
+/// Used by `throughput` only; the other benches that share `common` do not.
+#[allow(dead_code)]
+pub mod meter;

@@ -165,7 +165,7 @@ impl Runner {
         effects: Arc<EffectGateway>,
         heartbeats: Heartbeats,
     ) -> Arc<Self> {
-        let commits = CommitQueue::new(store.clone(), 128);
+        let commits = CommitQueue::new(store.clone(), 128, store.concurrent_commits());
         Arc::new(Self {
             plans: Default::default(),
             groups: Default::default(),

@@ -10,7 +10,6 @@
 //! - placeholders: `?` and `?N` become `$N` (SQLite numbering rules: a bare
 //!   `?` takes one more than the largest number seen so far);
 //! - the database clock: [`SQLITE_NOW`] becomes [`POSTGRES_NOW`];
-//! - a claim's `skip_locked!()` marker becomes `FOR UPDATE SKIP LOCKED`;
 //! - `BEGIN IMMEDIATE` has no PostgreSQL twin; [`Dialect::begin_write`]
 //!   says what each database runs instead.
 //!
@@ -43,18 +42,6 @@ macro_rules! now_ms {
     };
 }
 pub(crate) use now_ms;
-
-/// Ends a claim's candidate sub-select. On PostgreSQL it becomes
-/// `FOR UPDATE SKIP LOCKED`, so concurrent claimers take disjoint rows
-/// instead of queueing on each other; on SQLite it stays a comment, because
-/// `BEGIN IMMEDIATE` already made the claimer the only writer.
-macro_rules! skip_locked {
-    () => {
-        " /*skip locked*/"
-    };
-}
-pub(crate) use skip_locked;
-const SKIP_LOCKED_MARK: &str = " /*skip locked*/";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -145,9 +132,7 @@ fn cached_postgres(template: &'static str) -> &'static str {
 /// Rewrite SQLite-spelled SQL for PostgreSQL (see the module comment for
 /// what is covered). Placeholders inside string literals are left alone.
 pub fn to_postgres(sql: &str) -> String {
-    let sql = sql
-        .replace(SQLITE_NOW, POSTGRES_NOW)
-        .replace(SKIP_LOCKED_MARK, " FOR UPDATE SKIP LOCKED");
+    let sql = sql.replace(SQLITE_NOW, POSTGRES_NOW);
     let mut out = String::with_capacity(sql.len() + 16);
     let mut highest = 0u32;
     let mut in_string = false;
@@ -201,16 +186,11 @@ mod tests {
     }
 
     #[test]
-    fn the_clock_and_locks_are_rewritten_and_string_literals_are_left_alone() {
-        let sql = concat!(
-            "SELECT '?', ",
-            now_ms!(),
-            " FROM t WHERE x = ?",
-            skip_locked!()
-        );
+    fn the_clock_is_rewritten_and_string_literals_are_left_alone() {
+        let sql = concat!("SELECT '?', ", now_ms!(), " FROM t WHERE x = ?");
         assert_eq!(
             to_postgres(sql),
-            format!("SELECT '?', {POSTGRES_NOW} FROM t WHERE x = $1 FOR UPDATE SKIP LOCKED")
+            format!("SELECT '?', {POSTGRES_NOW} FROM t WHERE x = $1")
         );
     }
 

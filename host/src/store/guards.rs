@@ -8,7 +8,8 @@
 
 use super::control::{APPROVE, CANCEL_UNSTARTED};
 use super::runner::{
-    CHECKPOINT_SAVE, CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW, FINISH_TRIGGER, RELEASE_TRIGGER, RENEW,
+    CHECKPOINT_SAVE, CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW, CLAIM_UPDATE, FINISH_MOVE,
+    FINISH_TRIGGER, RELEASE_TRIGGER, RENEW,
 };
 use crate::model::{Transition, TriggerState};
 use std::collections::BTreeSet;
@@ -58,38 +59,74 @@ fn names(states: &[TriggerState]) -> BTreeSet<String> {
     states.iter().map(|s| s.as_str().to_string()).collect()
 }
 
-/// Every state-changing statement, with the transitions it makes.
-fn statements() -> Vec<(&'static str, &'static str, Vec<Transition>)> {
+/// How a statement guards the states it moves a trigger from.
+#[derive(Clone, Copy, PartialEq)]
+enum Guard {
+    /// On exactly the sources of its transitions.
+    Exact,
+    /// A claim lane (PostgreSQL): one or more of the sources; the lanes
+    /// together cover them all (checked below).
+    Lane,
+    /// No state in its own `WHERE`: it writes only rows its statement's
+    /// lanes selected by state and locked (PostgreSQL's claim update).
+    LockedByLanes,
+}
+
+/// Every state-changing statement (or, on PostgreSQL, part of one), with
+/// the transitions it makes and how it guards them.
+fn statements() -> Vec<(&'static str, &'static str, Vec<Transition>, Guard)> {
+    use Guard::*;
     vec![
         (
             "claim (SQLite)",
             CLAIM_ROW,
             vec![Transition::Claim, Transition::TakeOver],
+            Exact,
         ),
         (
-            "claim retries (PostgreSQL)",
+            "claim retries lane (PostgreSQL)",
             CLAIM_RETRIES,
             vec![Transition::Claim],
+            Lane,
         ),
         (
-            "claim fresh (PostgreSQL)",
+            "claim fresh lane (PostgreSQL)",
             CLAIM_FRESH,
             vec![Transition::Claim, Transition::TakeOver],
+            Lane,
         ),
-        ("finish", FINISH_TRIGGER, vec![Transition::Finish]),
-        ("release", RELEASE_TRIGGER, vec![Transition::Release]),
-        ("approve", APPROVE, vec![Transition::Approve]),
+        (
+            "claim update (PostgreSQL)",
+            CLAIM_UPDATE,
+            vec![Transition::Claim, Transition::TakeOver],
+            LockedByLanes,
+        ),
+        (
+            "finish (SQLite)",
+            FINISH_TRIGGER,
+            vec![Transition::Finish],
+            Exact,
+        ),
+        (
+            "finish (PostgreSQL)",
+            FINISH_MOVE,
+            vec![Transition::Finish],
+            Exact,
+        ),
+        ("release", RELEASE_TRIGGER, vec![Transition::Release], Exact),
+        ("approve", APPROVE, vec![Transition::Approve], Exact),
         (
             "cancel unstarted",
             CANCEL_UNSTARTED,
             vec![Transition::CancelUnstarted],
+            Exact,
         ),
     ]
 }
 
 #[test]
 fn every_state_change_writes_a_target_and_guards_on_the_sources_of_its_transition() {
-    for (name, sql, transitions) in statements() {
+    for (name, sql, transitions, guard) in statements() {
         let (written, guarded) = states_of(sql);
         let targets: BTreeSet<String> = transitions.iter().flat_map(|t| names(t.to())).collect();
         let sources: BTreeSet<String> = transitions.iter().flat_map(|t| names(t.from())).collect();
@@ -97,15 +134,21 @@ fn every_state_change_writes_a_target_and_guards_on_the_sources_of_its_transitio
             written.is_subset(&targets),
             "{name} writes {written:?}, its transitions allow {targets:?}\n{sql}"
         );
-        if transitions.len() == 1 && !name.contains("PostgreSQL") {
-            assert_eq!(guarded, sources, "{name} guards on the wrong states\n{sql}");
-        } else {
-            // A claim lane (PostgreSQL) walks one source state of its
-            // transitions; together the lanes cover them all (below).
-            assert!(
+        match guard {
+            Guard::Exact => {
+                assert_eq!(guarded, sources, "{name} guards on the wrong states\n{sql}")
+            }
+            Guard::Lane => assert!(
                 !guarded.is_empty() && guarded.is_subset(&sources),
                 "{name} guards on {guarded:?}, its transitions start from {sources:?}\n{sql}"
-            );
+            ),
+            Guard::LockedByLanes => {
+                assert!(guarded.is_empty(), "{name}\n{sql}");
+                assert!(
+                    sql.contains("FROM chosen WHERE triggers.id = chosen.id"),
+                    "{name} must write only the rows its lanes chose\n{sql}"
+                );
+            }
         }
     }
 }

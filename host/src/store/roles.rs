@@ -130,6 +130,12 @@ pub trait RunnerStore: ReadStore + Counters {
     ) -> StoreResult<Renewal>;
     /// Save a checkpoint under the lease. Returns the new sequence number.
     async fn checkpoint_save(&self, lease: &LeaseRef, data: &[u8]) -> StoreResult<i64>;
+    /// How many group commits ([`RunnerStore::attempt_finish_batch`]) this
+    /// store serves well at once: more than one only where commits can
+    /// overlap in the database (PostgreSQL); SQLite has one writer.
+    fn concurrent_commits(&self) -> usize {
+        1
+    }
     /// Commit several attempts' ends in one transaction (group commit).
     /// Every transition is fenced by its own token; a stale one is left out
     /// — its attempt abandoned — and comes back as

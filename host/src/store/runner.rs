@@ -5,6 +5,9 @@
 
 mod claim;
 mod commit;
+mod postgres;
+
+pub use postgres::hot_statements;
 
 use super::dialect::now_ms;
 use super::fence::lease_fence;
@@ -14,9 +17,11 @@ use crate::trigger_state;
 use async_trait::async_trait;
 
 #[cfg(test)]
-pub(super) use claim::{CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW};
+pub(super) use claim::CLAIM_ROW;
 #[cfg(test)]
 pub(super) use commit::{FINISH_TRIGGER, RELEASE_TRIGGER};
+#[cfg(test)]
+pub(super) use postgres::{CLAIM_FRESH, CLAIM_RETRIES, CLAIM_UPDATE, FINISH_MOVE};
 
 /// The fenced heartbeat (SQLite spelling): `?1` lease ms, `?2` trigger,
 /// `?3` token, `?4` owner.
@@ -47,6 +52,16 @@ pub(in crate::store) const CHECKPOINT_SAVE: &str = concat!(
 impl RunnerStore for Store {
     async fn claim(&self, request: &ClaimRequest<'_>) -> StoreResult<Vec<Claim>> {
         self.claim_batch(request).await
+    }
+
+    /// PostgreSQL: three. A commit is one round trip that mostly waits on
+    /// the WAL flush; measured on `benches/throughput` (see
+    /// `docs/architecture.md`).
+    fn concurrent_commits(&self) -> usize {
+        match self.dialect {
+            Dialect::Postgres => 3,
+            Dialect::Sqlite => 1,
+        }
     }
 
     async fn lease_renew(

@@ -7,9 +7,9 @@
 //! or a crash between two statements of an older host) is closed as
 //! `expired` — on both databases, for every trigger claimed again.
 //!
-//! - PostgreSQL: one `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP
-//!   LOCKED) RETURNING` per lane, so processes claiming at once take
-//!   disjoint rows without waiting on each other.
+//! - PostgreSQL: one statement, its candidates locked with `FOR UPDATE SKIP
+//!   LOCKED` so processes claiming at once take disjoint rows without
+//!   waiting on each other (see [`super::postgres`]).
 //! - SQLite: one transaction on the writer thread (see
 //!   [`super::sqlite_writer`]). The write lock is held from the first read
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
@@ -18,54 +18,11 @@
 //!   is claimed by a prepared statement of its own — in-thread calls, so
 //!   a row costs SQLite's work and nothing more.
 
-use super::super::dialect::{now_ms, skip_locked};
+use super::super::dialect::now_ms;
 use super::super::*;
 use crate::model::{Claim, FencingToken};
 use crate::trigger_state;
 use std::collections::HashMap;
-
-/// `(?, ?, ...)` with `n` placeholders, for `IN` lists.
-fn id_list(n: usize) -> String {
-    let mut list = String::with_capacity(2 + n * 3);
-    list.push('(');
-    for i in 0..n {
-        if i > 0 {
-            list.push_str(", ");
-        }
-        list.push('?');
-    }
-    list.push(')');
-    list
-}
-
-/// What a claim's `UPDATE ... RETURNING` gives back per trigger
-/// (PostgreSQL).
-#[derive(sqlx::FromRow)]
-struct ClaimedRow {
-    id: i64,
-    fencing_token: i64,
-    attempts: i64,
-    lease_until: i64,
-    /// The claim's clock (the attempt's start).
-    updated_at: i64,
-    job_id: String,
-    tenant: String,
-    plan_version: i64,
-    plan_key: String,
-    scheduled_at: i64,
-    params: String,
-    resource_group: String,
-    origin: String,
-}
-
-/// The claim's lanes (see [`RunnerStore::claim`]).
-#[derive(Clone, Copy)]
-enum Lane {
-    /// `retry_wait` triggers whose backoff is over.
-    Retries,
-    /// Due `pending` triggers and `running` ones whose lease expired.
-    Fresh,
-}
 
 /// A claimable trigger as SQLite's candidate scan reports it, before the
 /// claim (columns in this field order).
@@ -116,7 +73,7 @@ impl Candidate {
 /// work for the rest, then — if fresh work left room and the retry lane was
 /// not exhausted — more retries. `retries` and `fresh` are each in claim
 /// order and hold at least as many rows as the batch could take from them.
-fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: usize) -> Vec<i64> {
+pub(super) fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: usize) -> Vec<i64> {
     let first = share.min(retries.len());
     let fresh_taken = (limit - first).min(fresh.len());
     let mut chosen = Vec::with_capacity(limit);
@@ -148,64 +105,6 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
     ")"
 );
 
-/// PostgreSQL's claim of one lane: `UPDATE ... WHERE id IN (candidates
-/// ... FOR UPDATE SKIP LOCKED) RETURNING`. `?1` an injected now (tests),
-/// `?2` owner, `?3` lease ms, `?4` limit.
-macro_rules! claim_where_id_in {
-    ($candidates:expr) => {
-        concat!(
-            "WITH clock (now) AS (SELECT coalesce(?1, ",
-            now_ms!(),
-            ")) UPDATE triggers SET state = ",
-            trigger_state!(running),
-            ", lease_owner = ?2, \
-                 lease_until = (SELECT now FROM clock) + ?3, \
-                 fencing_token = fencing_token + 1, attempts = attempts + 1, \
-                 updated_at = (SELECT now FROM clock) \
-             WHERE id IN (",
-            $candidates,
-            ") RETURNING id, fencing_token, attempts, lease_until, updated_at, job_id, \
-                 tenant, plan_version, plan_key, scheduled_at, params, resource_group, \
-                 origin"
-        )
-    };
-}
-
-/// Due retries ([`crate::model::Transition::Claim`] from `retry_wait`).
-pub(in crate::store) const CLAIM_RETRIES: &str = claim_where_id_in!(concat!(
-    "SELECT id FROM triggers WHERE state = ",
-    trigger_state!(retry_wait),
-    " AND next_run_at <= (SELECT now FROM clock) \
-     ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-    skip_locked!()
-));
-
-/// Pending and due, or running with an expired lease: two walks
-/// merged by the same order. Lapsed leases are found through
-/// `triggers_lease`, longest lapsed first, so the walk costs the
-/// batch, not the number of running triggers.
-/// ([`crate::model::Transition::Claim`] from `pending`,
-/// [`crate::model::Transition::TakeOver`] from `running`.)
-pub(in crate::store) const CLAIM_FRESH: &str = claim_where_id_in!(concat!(
-    "SELECT id FROM (\
-         SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-             FROM triggers WHERE state = ",
-    trigger_state!(pending),
-    " AND next_run_at <= (SELECT now FROM clock) \
-             ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)",
-    skip_locked!(),
-    ") AS due \
-         UNION ALL \
-         SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at \
-             FROM triggers WHERE state = ",
-    trigger_state!(running),
-    " AND lease_until < (SELECT now FROM clock) \
-             ORDER BY lease_until LIMIT CAST(?4 AS INTEGER)",
-    skip_locked!(),
-    ") AS expired) AS fresh \
-     ORDER BY priority, next_run_at, id LIMIT CAST(?4 AS INTEGER)"
-));
-
 impl Store {
     /// [`RunnerStore::claim`] on either database.
     pub(in crate::store) async fn claim_batch(
@@ -221,7 +120,7 @@ impl Store {
         match self.dialect {
             Dialect::Sqlite => self.claim_sqlite(owner, lease_ms, limit, share, now).await,
             Dialect::Postgres => {
-                self.claim_by_lanes(owner, lease_ms, limit, share, now)
+                self.claim_postgres(owner, lease_ms, limit, share, now)
                     .await
             }
         }
@@ -240,180 +139,6 @@ impl Store {
         let owner = owner.to_string();
         self.sqlite_write(move |tx| claim_in(tx, &owner, lease_ms, limit, share, now))
             .await
-    }
-
-    /// PostgreSQL's claim: one `UPDATE ... RETURNING` per lane, candidates
-    /// locked with `SKIP LOCKED` so concurrent claimers take disjoint rows,
-    /// then the attempts of the batch.
-    async fn claim_by_lanes(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        share: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
-        let (mut tx, _turn) = self.begin_write().await?;
-        let claimed = self
-            .claim_lanes(&mut tx, owner, lease_ms, limit, share, now)
-            .await?;
-        if claimed.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let first_started = self.close_open_attempts(&mut tx, &claimed).await?;
-        let attempt_ids = self.insert_attempts(&mut tx, &claimed, owner).await?;
-        tx.commit().await?;
-        Ok(claimed
-            .into_iter()
-            .map(|c| Claim {
-                attempt_id: attempt_ids[&c.id],
-                first_started_at: first_started.get(&c.id).copied().unwrap_or(c.updated_at),
-                trigger_id: c.id,
-                attempt_no: c.attempts,
-                fencing_token: FencingToken::new(c.fencing_token),
-                lease_until: c.lease_until,
-                job_id: c.job_id,
-                tenant: c.tenant,
-                plan_version: c.plan_version,
-                plan_key: c.plan_key,
-                scheduled_at: c.scheduled_at,
-                params: c.params,
-                resource_group: c.resource_group,
-                origin: c.origin,
-                started_at: c.updated_at,
-            })
-            .collect())
-    }
-
-    /// The shares of `choose_batch`, one statement per lane. Each is one
-    /// ordered index walk that stops after its limit; an empty lane costs
-    /// one index probe. Rows a lane claims are `running` at once, so a
-    /// second pass over a lane takes the next ones.
-    async fn claim_lanes(
-        &self,
-        tx: &mut Tx,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        share: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<ClaimedRow>> {
-        let mut claimed = Vec::with_capacity(limit as usize);
-        if share > 0 {
-            claimed.extend(
-                self.claim_lane(tx, Lane::Retries, owner, lease_ms, share, now)
-                    .await?,
-            );
-        }
-        let retried = claimed.len() as i64;
-        if limit - retried > 0 {
-            claimed.extend(
-                self.claim_lane(tx, Lane::Fresh, owner, lease_ms, limit - retried, now)
-                    .await?,
-            );
-        }
-        let spare = limit - claimed.len() as i64;
-        if spare > 0 && retried == share {
-            claimed.extend(
-                self.claim_lane(tx, Lane::Retries, owner, lease_ms, spare, now)
-                    .await?,
-            );
-        }
-        Ok(claimed)
-    }
-
-    /// A trigger claimed again may have an earlier attempt: an attempt
-    /// still open belongs to a holder that is gone and is closed as taken
-    /// over now, and the total-time budget counts from the first start —
-    /// returned by trigger.
-    async fn close_open_attempts(
-        &self,
-        tx: &mut Tx,
-        claimed: &[ClaimedRow],
-    ) -> StoreResult<HashMap<i64, i64>> {
-        let now = claimed[0].updated_at;
-        let again: Vec<i64> = claimed
-            .iter()
-            .filter(|c| c.attempts > 1)
-            .map(|c| c.id)
-            .collect();
-        let mut first_started: HashMap<i64, i64> = HashMap::new();
-        if again.is_empty() {
-            return Ok(first_started);
-        }
-        let ids = id_list(again.len());
-        let close = self.dialect.sql_owned(format!(
-            "UPDATE attempts SET outcome = 'expired', ended_at = ?, \
-                 error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-             WHERE ended_at IS NULL AND trigger_id IN {ids}"
-        ));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(close)).bind(now);
-        for id in &again {
-            q = q.bind(*id);
-        }
-        q.execute(&mut **tx).await?;
-        let firsts = self.dialect.sql_owned(format!(
-            "SELECT trigger_id, min(started_at) FROM attempts \
-             WHERE trigger_id IN {ids} GROUP BY trigger_id"
-        ));
-        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(firsts));
-        for id in &again {
-            q = q.bind(*id);
-        }
-        first_started.extend(q.fetch_all(&mut **tx).await?);
-        Ok(first_started)
-    }
-
-    /// One multi-row insert for the batch's attempts: their ids by trigger.
-    async fn insert_attempts(
-        &self,
-        tx: &mut Tx,
-        claimed: &[ClaimedRow],
-        owner: &str,
-    ) -> StoreResult<HashMap<i64, i64>> {
-        let insert = self.dialect.multi_row(
-            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
-             lease_until)",
-            "(?, ?, ?, ?, ?, ?)",
-            claimed.len(),
-            "RETURNING trigger_id, id",
-        );
-        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(insert));
-        for c in claimed {
-            q = q
-                .bind(c.id)
-                .bind(c.attempts)
-                .bind(owner)
-                .bind(c.fencing_token)
-                .bind(c.updated_at)
-                .bind(c.lease_until);
-        }
-        Ok(q.fetch_all(&mut **tx).await?.into_iter().collect())
-    }
-
-    /// Claim up to `limit` triggers of one lane: fencing token + 1, lease on
-    /// the database clock, `running`, in the lane's order.
-    async fn claim_lane(
-        &self,
-        tx: &mut Tx,
-        lane: Lane,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<ClaimedRow>> {
-        let sql = match lane {
-            Lane::Retries => CLAIM_RETRIES,
-            Lane::Fresh => CLAIM_FRESH,
-        };
-        Ok(sqlx::query_as(self.sql(sql))
-            .bind(now)
-            .bind(owner)
-            .bind(lease_ms)
-            .bind(limit)
-            .fetch_all(&mut **tx)
-            .await?)
     }
 }
 

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 /// token): a trigger's id alone would not tell a current end from a stale
 /// end of the same trigger in one batch (a runner that lost its lease and
 /// the one that took the trigger over, both in this process).
-type Moved = HashSet<(i64, i64)>;
+pub(super) type Moved = HashSet<(i64, i64)>;
 
 fn moved_key(lease: &LeaseRef) -> (i64, i64) {
     (lease.trigger_id, lease.fencing_token.get())
@@ -44,39 +44,6 @@ pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
      WHERE ",
     lease_fence!("triggers", id = "?1", token = "?2")
 );
-
-/// PostgreSQL's group-commit transition, set-based: `column1` trigger,
-/// `column2` token, `column3` state, `column4` result, `column5` error
-/// class, `column6` error message, `column7` retry after, `column8`
-/// terminal (0/1). The rows follow `FROM (` at run time.
-const FINISH_TRIGGERS_HEAD: &str = concat!(
-    "UPDATE triggers SET state = v.column3, result = v.column4, \
-         error_class = v.column5, error_message = v.column6, \
-         next_run_at = CASE WHEN v.column7 IS NULL THEN next_run_at ELSE ",
-    now_ms!(),
-    " + v.column7 END, lease_owner = NULL, lease_until = NULL, \
-         finished_at = CASE WHEN v.column8 <> 0 THEN ",
-    now_ms!(),
-    " ELSE NULL END, updated_at = ",
-    now_ms!(),
-    " FROM ("
-);
-const FINISH_TRIGGERS_TAIL: &str = concat!(
-    ") AS v WHERE ",
-    lease_fence!("triggers", id = "v.column1", token = "v.column2"),
-    " RETURNING id, fencing_token"
-);
-
-/// The attempt rows of a batch, closed once their triggers moved.
-const CLOSE_ATTEMPTS_HEAD: &str = concat!(
-    "UPDATE attempts SET outcome = v.column3, ended_at = ",
-    now_ms!(),
-    ", error_class = v.column4, error_message = v.column5, \
-       fuel_used = v.column6, peak_memory_bytes = v.column7, \
-       wall_ms = v.column8, log = v.column9 FROM ("
-);
-const CLOSE_ATTEMPTS_TAIL: &str =
-    ") AS v WHERE attempts.id = v.column1 AND attempts.fencing_token = v.column2";
 
 impl Store {
     /// [`RunnerStore::attempt_finish_batch`] on either database.
@@ -113,98 +80,6 @@ impl Store {
             }
         }
         Ok(results)
-    }
-
-    /// PostgreSQL's group commit, in two set-based statements whatever the
-    /// batch size: the fenced transitions, returning the triggers that
-    /// moved, then their attempts. Batches are padded with all-NULL rows
-    /// (which match nothing) to the next power of two, so each statement
-    /// has a handful of distinct texts and stays in the prepared-statement
-    /// cache.
-    async fn finish_postgres(&self, ends: &[(LeaseRef, AttemptEnd)]) -> StoreResult<Moved> {
-        let (mut tx, _turn) = self.begin_write().await?;
-        let moved = self.finish_transitions(&mut tx, ends).await?;
-        let committed: Vec<&(LeaseRef, AttemptEnd)> = ends
-            .iter()
-            .filter(|(lease, _)| moved.contains(&moved_key(lease)))
-            .collect();
-        if !committed.is_empty() {
-            let rows = committed.len().next_power_of_two();
-            let close = self.dialect.multi_row(
-                CLOSE_ATTEMPTS_HEAD,
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-                CLOSE_ATTEMPTS_TAIL,
-            );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(close));
-            for (lease, end) in &committed {
-                q = q
-                    .bind(lease.attempt_id)
-                    .bind(lease.fencing_token.get())
-                    .bind(end.attempt_outcome.as_str())
-                    .bind(&end.error_class)
-                    .bind(&end.error_message)
-                    .bind(end.fuel_used)
-                    .bind(end.peak_memory_bytes)
-                    .bind(end.wall_ms)
-                    .bind(&end.log);
-            }
-            for _ in committed.len()..rows {
-                q = q
-                    .bind(None::<i64>)
-                    .bind(None::<i64>)
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .bind(None::<i64>)
-                    .bind(None::<i64>)
-                    .bind(None::<i64>)
-                    .bind(None::<String>);
-            }
-            q.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(moved)
-    }
-
-    /// The fenced trigger transitions of [`Store::finish_postgres`], in one
-    /// set-based statement: the (trigger, token) pairs that moved.
-    async fn finish_transitions(
-        &self,
-        tx: &mut Tx,
-        ends: &[(LeaseRef, AttemptEnd)],
-    ) -> StoreResult<Moved> {
-        let rows = ends.len().next_power_of_two();
-        let transitions = self.dialect.multi_row(
-            FINISH_TRIGGERS_HEAD,
-            "(?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-            FINISH_TRIGGERS_TAIL,
-        );
-        let mut q = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(transitions));
-        for (lease, end) in ends {
-            q = q
-                .bind(lease.trigger_id)
-                .bind(lease.fencing_token.get())
-                .bind(end.trigger_state.as_str())
-                .bind(&end.result)
-                .bind(&end.error_class)
-                .bind(&end.error_message)
-                .bind(end.retry_after_ms)
-                .bind(end.trigger_state.is_terminal() as i64);
-        }
-        for _ in ends.len()..rows {
-            q = q
-                .bind(None::<i64>)
-                .bind(None::<i64>)
-                .bind(None::<String>)
-                .bind(None::<Vec<u8>>)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .bind(None::<i64>)
-                .bind(None::<i64>);
-        }
-        Ok(q.fetch_all(&mut **tx).await?.into_iter().collect())
     }
 
     /// [`RunnerStore::attempt_release`]: the trigger's fenced

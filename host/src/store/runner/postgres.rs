@@ -1,0 +1,305 @@
+//! PostgreSQL's hot path: a claim and a group commit, each **one
+//! statement** — one round trip and one commit whatever the batch — run on
+//! the native driver's pool ([`Store::hot`]), written for PostgreSQL
+//! (CTEs, `FOR UPDATE SKIP LOCKED`, arrays and `unnest`, `RETURNING`)
+//! rather than in the SQLite spelling and rewritten. The contract is
+//! [`RunnerStore::claim`] and [`RunnerStore::attempt_finish_batch`], the
+//! same on both databases (the conformance suite runs on both).
+//!
+//! Why one statement: a statement is atomic on its own (an implicit
+//! transaction), and every step of a claim or a commit is a function of the
+//! step before it, which data-modifying CTEs express — so a `BEGIN`, the
+//! steps and a `COMMIT` (4-6 round trips, each waiting on the network and
+//! the server) become one. The plans: every walk is an ordered scan of a
+//! partial index that stops after its batch, and every other access is by
+//! primary or unique key from a handful of rows, so no statistic can make a
+//! plan read the backlog (see `docs/architecture.md`, "PostgreSQL hot
+//! path"); the hot pool also asks for custom plans, so a plan cached while
+//! a table was small is never reused once it is large.
+
+use super::super::fence::lease_fence;
+use super::super::*;
+use super::commit::Moved;
+use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
+use crate::trigger_state;
+
+/// The database clock on PostgreSQL (see [`super::super::dialect::POSTGRES_NOW`]).
+macro_rules! pg_now {
+    () => {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+
+/// Lane 1, due retries ([`crate::model::Transition::Claim`] from
+/// `retry_wait`), in claim order, locked: `$4` rows at most.
+macro_rules! claim_retries {
+    () => {
+        concat!(
+            "SELECT id, priority, next_run_at FROM triggers WHERE state = ",
+            trigger_state!(retry_wait),
+            " AND next_run_at <= (SELECT now FROM clock) \
+     ORDER BY priority, next_run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"
+        )
+    };
+}
+#[cfg(test)]
+pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
+
+/// Lane 2, fresh work: due `pending` triggers (`triggers_pending`, in claim
+/// order) and `running` ones whose lease lapsed (`triggers_lease`, longest
+/// lapsed first) — [`crate::model::Transition::Claim`] from `pending`,
+/// [`crate::model::Transition::TakeOver`] from `running`. Each walk stops
+/// after `$4` rows.
+macro_rules! claim_fresh {
+    () => {
+        concat!(
+            "SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at FROM triggers \
+         WHERE state = ",
+            trigger_state!(pending),
+            " AND next_run_at <= (SELECT now FROM clock) \
+         ORDER BY priority, next_run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) AS due \
+     UNION ALL \
+     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at FROM triggers \
+         WHERE state = ",
+            trigger_state!(running),
+            " AND lease_until < (SELECT now FROM clock) \
+         ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED) AS lapsed"
+        )
+    };
+}
+#[cfg(test)]
+pub(in crate::store) const CLAIM_FRESH: &str = claim_fresh!();
+
+/// The claim of the chosen rows: token + 1, lease on the database clock.
+/// Its guard is the lanes': the rows were selected by state and are
+/// locked by this statement until it ends, so their state cannot change
+/// in between.
+macro_rules! claim_update {
+    () => {
+        concat!(
+            "UPDATE triggers SET state = ",
+            trigger_state!(running),
+            ", lease_owner = $2, lease_until = (SELECT now FROM clock) + $3, \
+         fencing_token = triggers.fencing_token + 1, attempts = triggers.attempts + 1, \
+         updated_at = (SELECT now FROM clock) \
+     FROM chosen WHERE triggers.id = chosen.id \
+     RETURNING triggers.id, triggers.fencing_token, triggers.attempts, triggers.lease_until, \
+         triggers.updated_at, triggers.job_id, triggers.tenant, triggers.plan_version, \
+         triggers.plan_key, triggers.scheduled_at, triggers.params, triggers.resource_group, \
+         triggers.origin"
+        )
+    };
+}
+#[cfg(test)]
+pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
+
+/// The whole claim: `$1` an injected now (tests) or NULL, `$2` owner, `$3`
+/// lease ms, `$4` limit, `$5` the retry lane's share. The shares are
+/// [`super::claim::choose_batch`]'s: up to `$5` retries, fresh work for
+/// the rest, then more retries if fresh work left room and the share was
+/// filled. A trigger claimed again gets any attempt a previous holder left
+/// open closed as `expired`, and its first start is read for the
+/// total-time budget; every claimed trigger gets its new attempt row.
+const CLAIM: &str = concat!(
+    "WITH clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
+    pg_now!(),
+    ")), \
+     retry AS MATERIALIZED (SELECT id, row_number() OVER (ORDER BY priority, next_run_at, id) AS n \
+         FROM (",
+    claim_retries!(),
+    ") AS lane), \
+     fresh AS MATERIALIZED (SELECT id, row_number() OVER (ORDER BY priority, next_run_at, id) AS n \
+         FROM (",
+    claim_fresh!(),
+    ") AS lane), \
+     counts AS (SELECT least($5, (SELECT count(*) FROM retry)) AS r_first, \
+         (SELECT count(*) FROM retry) AS r_all, (SELECT count(*) FROM fresh) AS f_all), \
+     shares AS (SELECT r_first + CASE WHEN r_first = $5 \
+             THEN least($4 - r_first - least($4 - r_first, f_all), r_all - r_first) ELSE 0 END \
+             AS r_take, \
+         least($4 - r_first, f_all) AS f_take FROM counts), \
+     chosen AS (SELECT id FROM retry WHERE n <= (SELECT r_take FROM shares) \
+         UNION ALL SELECT id FROM fresh WHERE n <= (SELECT f_take FROM shares)), \
+     claimed AS (",
+    claim_update!(),
+    "), \
+     again AS (SELECT id FROM claimed WHERE attempts > 1), \
+     expired AS (UPDATE attempts SET outcome = 'expired', ended_at = (SELECT now FROM clock), \
+         error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+         WHERE ended_at IS NULL AND trigger_id IN (SELECT id FROM again)), \
+     firsts AS (SELECT trigger_id, min(started_at) AS first_started_at FROM attempts \
+         WHERE trigger_id IN (SELECT id FROM again) GROUP BY trigger_id), \
+     opened AS (INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, \
+             started_at, lease_until) \
+         SELECT id, attempts, $2, fencing_token, updated_at, lease_until FROM claimed \
+         RETURNING trigger_id, id) \
+     SELECT c.id, o.id AS attempt_id, c.fencing_token, c.attempts, c.lease_until, c.updated_at, \
+         coalesce(f.first_started_at, c.updated_at) AS first_started_at, c.job_id, c.tenant, \
+         c.plan_version, c.plan_key, c.scheduled_at, c.params, c.resource_group, c.origin \
+     FROM claimed c JOIN opened o ON o.trigger_id = c.id \
+     LEFT JOIN firsts f ON f.trigger_id = c.id"
+);
+
+/// A claimed trigger as [`CLAIM`] returns it.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    id: i64,
+    attempt_id: i64,
+    fencing_token: i64,
+    attempts: i64,
+    lease_until: i64,
+    /// The claim's clock (the attempt's start).
+    updated_at: i64,
+    first_started_at: i64,
+    job_id: String,
+    tenant: String,
+    plan_version: i64,
+    plan_key: String,
+    scheduled_at: i64,
+    params: String,
+    resource_group: String,
+    origin: String,
+}
+
+/// The fenced transitions of a group commit ([`crate::model::Transition::Finish`]):
+/// each end moves its trigger only if the trigger is still `running` at
+/// the end's token.
+macro_rules! finish_move {
+    () => {
+        concat!(
+            "UPDATE triggers SET state = ends.state, result = ends.result, \
+         error_class = ends.error_class, error_message = ends.error_message, \
+         next_run_at = CASE WHEN ends.retry_after_ms IS NULL THEN triggers.next_run_at \
+             ELSE (SELECT now FROM clock) + ends.retry_after_ms END, \
+         lease_owner = NULL, lease_until = NULL, \
+         finished_at = CASE WHEN ends.terminal THEN (SELECT now FROM clock) END, \
+         updated_at = (SELECT now FROM clock) \
+     FROM ends WHERE ",
+            lease_fence!("triggers", id = "ends.trigger_id", token = "ends.token"),
+            " RETURNING triggers.id, triggers.fencing_token"
+        )
+    };
+}
+#[cfg(test)]
+pub(in crate::store) const FINISH_MOVE: &str = finish_move!();
+
+/// The whole group commit, the batch as one array per column: the fenced
+/// transitions, then the attempts of the ends that moved (each fenced by
+/// its own token too). Returns the (trigger, token) pairs that moved.
+const FINISH: &str = concat!(
+    "WITH clock (now) AS MATERIALIZED (SELECT ",
+    pg_now!(),
+    "), \
+     ends AS MATERIALIZED (SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], \
+         $4::BYTEA[], $5::TEXT[], $6::TEXT[], $7::BIGINT[], $8::BOOLEAN[], $9::BIGINT[], \
+         $10::TEXT[], $11::BIGINT[], $12::BIGINT[], $13::BIGINT[], $14::TEXT[]) \
+         AS e (trigger_id, token, state, result, error_class, error_message, retry_after_ms, \
+             terminal, attempt_id, outcome, fuel_used, peak_memory_bytes, wall_ms, log)), \
+     moved AS (",
+    finish_move!(),
+    "), \
+     closed AS (UPDATE attempts SET outcome = ends.outcome, ended_at = (SELECT now FROM clock), \
+         error_class = ends.error_class, error_message = ends.error_message, \
+         fuel_used = ends.fuel_used, peak_memory_bytes = ends.peak_memory_bytes, \
+         wall_ms = ends.wall_ms, log = ends.log \
+         FROM ends JOIN moved ON moved.id = ends.trigger_id AND moved.fencing_token = ends.token \
+         WHERE attempts.id = ends.attempt_id AND attempts.fencing_token = ends.token) \
+     SELECT id, fencing_token FROM moved"
+);
+
+impl Store {
+    /// [`RunnerStore::claim`] on PostgreSQL: [`CLAIM`], one round trip.
+    pub(in crate::store) async fn claim_postgres(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        limit: i64,
+        share: i64,
+        now: Option<i64>,
+    ) -> StoreResult<Vec<Claim>> {
+        let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
+            .bind(now)
+            .bind(owner)
+            .bind(lease_ms)
+            .bind(limit)
+            .bind(share)
+            .fetch_all(self.hot())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|c| Claim {
+                trigger_id: c.id,
+                attempt_id: c.attempt_id,
+                attempt_no: c.attempts,
+                fencing_token: FencingToken::new(c.fencing_token),
+                lease_until: c.lease_until,
+                job_id: c.job_id,
+                tenant: c.tenant,
+                plan_version: c.plan_version,
+                plan_key: c.plan_key,
+                scheduled_at: c.scheduled_at,
+                params: c.params,
+                resource_group: c.resource_group,
+                origin: c.origin,
+                started_at: c.updated_at,
+                first_started_at: c.first_started_at,
+            })
+            .collect())
+    }
+
+    /// [`RunnerStore::attempt_finish_batch`]'s writes on PostgreSQL:
+    /// [`FINISH`], one round trip; the (trigger, token) pairs that moved.
+    pub(in crate::store) async fn finish_postgres(
+        &self,
+        ends: &[(LeaseRef, AttemptEnd)],
+    ) -> StoreResult<Moved> {
+        let column =
+            |f: &dyn Fn(&(LeaseRef, AttemptEnd)) -> i64| ends.iter().map(f).collect::<Vec<i64>>();
+        let text = |f: &dyn Fn(&(LeaseRef, AttemptEnd)) -> Option<String>| {
+            ends.iter().map(f).collect::<Vec<Option<String>>>()
+        };
+        let moved: Vec<(i64, i64)> = sqlx::query_as(FINISH)
+            .bind(column(&|(lease, _)| lease.trigger_id))
+            .bind(column(&|(lease, _)| lease.fencing_token.get()))
+            .bind(text(&|(_, end)| {
+                Some(end.trigger_state.as_str().to_string())
+            }))
+            .bind(
+                ends.iter()
+                    .map(|(_, end)| end.result.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(text(&|(_, end)| end.error_class.clone()))
+            .bind(text(&|(_, end)| end.error_message.clone()))
+            .bind(
+                ends.iter()
+                    .map(|(_, end)| end.retry_after_ms)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ends.iter()
+                    .map(|(_, end)| end.trigger_state.is_terminal())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(column(&|(lease, _)| lease.attempt_id))
+            .bind(text(&|(_, end)| {
+                Some(end.attempt_outcome.as_str().to_string())
+            }))
+            .bind(column(&|(_, end)| end.fuel_used))
+            .bind(column(&|(_, end)| end.peak_memory_bytes))
+            .bind(column(&|(_, end)| end.wall_ms))
+            .bind(text(&|(_, end)| Some(end.log.clone())))
+            .fetch_all(self.hot())
+            .await?;
+        Ok(moved.into_iter().collect())
+    }
+}
+
+/// The hot statements' texts, for `benches/claim_plans.rs` (which shows
+/// their plans with `EXPLAIN` at several backlog sizes): the claim (`$1`
+/// now or NULL, `$2` owner, `$3` lease ms, `$4` limit, `$5` retry share)
+/// and the group commit (`$1`..`$14`, one array per column, see
+/// [`Store::finish_postgres`]).
+pub fn hot_statements() -> [(&'static str, &'static str); 2] {
+    [("claim", CLAIM), ("group commit", FINISH)]
+}
