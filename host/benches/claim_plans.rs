@@ -21,10 +21,11 @@
 //! `EXPLAIN (ANALYZE, BUFFERS)` in a transaction rolled back afterwards (so
 //! the backlog does not change), 5 times; then 100 triggers are claimed for
 //! real and their group commit is explained the same way. Each statement
-//! is measured as a custom plan (what the hot pool runs:
-//! `plan_cache_mode = force_custom_plan`), as a generic plan prepared in
-//! that situation, and — at `burst` — as the generic plan cached on the
-//! empty tables.
+//! is measured, in the hot pool's session (`paddock::store::HOT_SESSION`:
+//! no sequential or bitmap scans, hash or merge joins or avoidable sorts),
+//! as a custom plan, as a generic plan prepared in that situation (the
+//! pool's prepared statements switch to it after five runs), and — at
+//! `burst` — as the generic plan cached on the empty tables.
 //!
 //! Printed: one table of size x situation x statement x plan: the median
 //! execution time, the median planning time, shared buffers hit+read
@@ -53,7 +54,7 @@ mod common;
 use common::{env_or, guest, with_database};
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
-use paddock::store::{Store, hot_statements};
+use paddock::store::{HOT_SESSION, Store, hot_statements};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 use std::path::Path;
 use std::sync::Arc;
@@ -690,7 +691,11 @@ async fn one_size(pg: &Pg, sandbox: &Arc<Sandbox>, size: usize, runs: usize) -> 
     let url = pg.schema(&format!("s{size}")).await;
     prepare(&url, sandbox).await;
     let mut conn = PgConnection::connect(&url).await.unwrap();
-    // The hot pool's setting (see `open_hot_pool`).
+    // The hot pool's session (`paddock::store::HOT_SESSION`); custom plans
+    // unless a row says generic.
+    for (name, value) in HOT_SESSION {
+        exec(&mut conn, &format!("SET {name} = {value}")).await;
+    }
     exec(&mut conn, "SET plan_cache_mode = force_custom_plan").await;
     // No ANALYZE but ours; then the statistics of empty tables. (The ALTER
     // comes first: it invalidates cached plans, the ANALYZE too.)

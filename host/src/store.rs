@@ -416,23 +416,44 @@ impl Store {
 /// straggler.
 const HOT_CONNECTIONS: u32 = 6;
 
-/// PostgreSQL's hot-path pool. Session settings travel in the startup
-/// packet, not as a statement after connecting:
+/// The sessions of PostgreSQL's hot-path pool. The settings travel in the
+/// startup packet, not as a statement after connecting:
 /// - `idle_in_transaction_session_timeout`, as on the main pool (a frozen
 ///   process must not keep row locks);
-/// - `plan_cache_mode = force_custom_plan`: each execution of a cached
-///   statement is planned for its parameters and the tables as they are
-///   now. A generic plan chosen while a table was small (a hash join over
-///   a sequential scan) would otherwise be kept as the table grows — the
-///   attempt closes of a 50,000-job run once read 12.6 million rows that
-///   way. Planning these statements costs a few µs per job; a wrong plan
-///   costs milliseconds per batch.
+/// - the planner may not choose a sequential scan, a bitmap scan, a merge
+///   join or a sort it can avoid, and never compiles with JIT. Only the
+///   claim and the group commit run on this pool, and the right plan for
+///   both is known and the same at any size: ordered walks of the partial
+///   indexes that stop after the batch, and key lookups (`id = ANY(array)`)
+///   from a handful of rows. Left to statistics, the planner picked
+///   otherwise where they were stale or the table was small
+///   (`benches/claim_plans.rs`): right after a burst of 50,000 triggers the
+///   claim took a bitmap scan and an external sort of the whole backlog
+///   (67 ms instead of 6), a generic plan cached while the tables were
+///   small walked a million rows to join a batch of 100 (2.4 s), and after
+///   `ANALYZE` the generic plan hashed 100,000 rows. With these settings
+///   every plan is index-driven whatever the statistics, so the pool's
+///   prepared statements may keep a cached generic plan (planning the claim
+///   afresh cost ~1 ms per batch). JIT: the disabled nodes' cost penalty
+///   would put these tiny statements over `jit_above_cost`, and compiling
+///   the claim took 1.3 s.
+///
+/// A connection pooler in between must pass these startup parameters
+/// (PgBouncer: `ignore_startup_parameters` must not drop them).
+pub const HOT_SESSION: &[(&str, &str)] = &[
+    ("idle_in_transaction_session_timeout", "1000"),
+    ("enable_seqscan", "off"),
+    ("enable_bitmapscan", "off"),
+    ("enable_mergejoin", "off"),
+    ("enable_sort", "off"),
+    ("jit", "off"),
+];
+
+/// PostgreSQL's hot-path pool, its sessions set up by [`HOT_SESSION`].
 async fn open_hot_pool(url: &str) -> StoreResult<sqlx::PgPool> {
     use std::str::FromStr;
-    let options = sqlx::postgres::PgConnectOptions::from_str(url)?.options([
-        ("idle_in_transaction_session_timeout", "1000"),
-        ("plan_cache_mode", "force_custom_plan"),
-    ]);
+    let options =
+        sqlx::postgres::PgConnectOptions::from_str(url)?.options(HOT_SESSION.iter().copied());
     Ok(sqlx::postgres::PgPoolOptions::new()
         .max_connections(HOT_CONNECTIONS)
         .test_before_acquire(false)

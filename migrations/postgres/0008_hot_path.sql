@@ -19,7 +19,7 @@
 --    key, the idempotence of every trigger insert); `triggers_job` (a job's
 --    triggers by time: overlap checks, re-scans, `trigger list --job`);
 --    `triggers_lease` (lapsed leases, longest lapsed first; running
---    versions only).
+--    versions only; re-created below).
 -- A claimed version now adds 4 entries (pkey, plan_key, job, lease), a
 -- finished one 3 (pkey, plan_key, job).
 DROP INDEX IF EXISTS triggers_claimable;
@@ -27,6 +27,16 @@ DROP INDEX IF EXISTS triggers_claim;
 DROP INDEX IF EXISTS triggers_scheduled_at;
 CREATE INDEX triggers_pending ON triggers (priority, next_run_at, id) WHERE state = 'pending';
 CREATE INDEX triggers_retry ON triggers (priority, next_run_at, id) WHERE state = 'retry_wait';
+-- The lapsed-lease walk's index, its predicate narrowed to what only that
+-- walk implies: `lease_until < now` implies `lease_until IS NOT NULL`, a
+-- fenced write's `state = 'running'` does not. A running trigger always has
+-- a lease, so the index holds the same rows as before; but a fenced group
+-- commit can no longer be planned as a walk of every running trigger
+-- filtered by id (chosen while statistics said few were running, it reads
+-- them all) — only the primary key reaches its rows.
+DROP INDEX IF EXISTS triggers_lease;
+CREATE INDEX triggers_lease ON triggers (lease_until)
+    WHERE state = 'running' AND lease_until IS NOT NULL;
 
 -- Statistics kept right by design: after a burst the planner must know
 -- the hot tables' sizes within a minute (autovacuum's nap), not after 10-20%

@@ -77,7 +77,8 @@ DROP TABLE paddock_0008_sequence;
 CREATE INDEX triggers_job ON triggers (job_id, scheduled_at);
 CREATE INDEX triggers_pending ON triggers (priority, next_run_at, id) WHERE state = 'pending';
 CREATE INDEX triggers_retry ON triggers (priority, next_run_at, id) WHERE state = 'retry_wait';
-CREATE INDEX triggers_lease ON triggers (lease_until) WHERE state = 'running';
+CREATE INDEX triggers_lease ON triggers (lease_until)
+    WHERE state = 'running' AND lease_until IS NOT NULL;
 
 COMMIT;
 PRAGMA foreign_keys = ON;

@@ -145,7 +145,7 @@ fn every_state_change_writes_a_target_and_guards_on_the_sources_of_its_transitio
             Guard::LockedByLanes => {
                 assert!(guarded.is_empty(), "{name}\n{sql}");
                 assert!(
-                    sql.contains("FROM chosen WHERE triggers.id = chosen.id"),
+                    sql.contains("WHERE triggers.id = ANY(ARRAY(SELECT id FROM chosen))"),
                     "{name} must write only the rows its lanes chose\n{sql}"
                 );
             }

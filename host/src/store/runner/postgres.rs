@@ -73,7 +73,9 @@ pub(in crate::store) const CLAIM_FRESH: &str = claim_fresh!();
 /// The claim of the chosen rows: token + 1, lease on the database clock.
 /// Its guard is the lanes': the rows were selected by state and are
 /// locked by this statement until it ends, so their state cannot change
-/// in between.
+/// in between. Rows are found by `id = ANY(array)` — key lookups from the
+/// batch, never a join whose order statistics could turn round (a plan
+/// that walks `triggers` and probes the batch reads the whole table).
 macro_rules! claim_update {
     () => {
         concat!(
@@ -82,7 +84,7 @@ macro_rules! claim_update {
             ", lease_owner = $2, lease_until = (SELECT now FROM clock) + $3, \
          fencing_token = triggers.fencing_token + 1, attempts = triggers.attempts + 1, \
          updated_at = (SELECT now FROM clock) \
-     FROM chosen WHERE triggers.id = chosen.id \
+     WHERE triggers.id = ANY(ARRAY(SELECT id FROM chosen)) \
      RETURNING triggers.id, triggers.fencing_token, triggers.attempts, triggers.lease_until, \
          triggers.updated_at, triggers.job_id, triggers.tenant, triggers.plan_version, \
          triggers.plan_key, triggers.scheduled_at, triggers.params, triggers.resource_group, \
@@ -126,9 +128,9 @@ const CLAIM: &str = concat!(
      again AS (SELECT id FROM claimed WHERE attempts > 1), \
      expired AS (UPDATE attempts SET outcome = 'expired', ended_at = (SELECT now FROM clock), \
          error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-         WHERE ended_at IS NULL AND trigger_id IN (SELECT id FROM again)), \
+         WHERE ended_at IS NULL AND trigger_id = ANY(ARRAY(SELECT id FROM again))), \
      firsts AS (SELECT trigger_id, min(started_at) AS first_started_at FROM attempts \
-         WHERE trigger_id IN (SELECT id FROM again) GROUP BY trigger_id), \
+         WHERE trigger_id = ANY(ARRAY(SELECT id FROM again)) GROUP BY trigger_id), \
      opened AS (INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, \
              started_at, lease_until) \
          SELECT id, attempts, $2, fencing_token, updated_at, lease_until FROM claimed \
@@ -174,7 +176,7 @@ macro_rules! finish_move {
          lease_owner = NULL, lease_until = NULL, \
          finished_at = CASE WHEN ends.terminal THEN (SELECT now FROM clock) END, \
          updated_at = (SELECT now FROM clock) \
-     FROM ends WHERE ",
+     FROM ends WHERE triggers.id = ANY($1) AND ",
             lease_fence!("triggers", id = "ends.trigger_id", token = "ends.token"),
             " RETURNING triggers.id, triggers.fencing_token"
         )
@@ -186,6 +188,12 @@ pub(in crate::store) const FINISH_MOVE: &str = finish_move!();
 /// The whole group commit, the batch as one array per column: the fenced
 /// transitions, then the attempts of the ends that moved (each fenced by
 /// its own token too). Returns the (trigger, token) pairs that moved.
+///
+/// Every row is reachable only by a key lookup, whatever the planner
+/// believes: triggers by `id = ANY($1)` (the `triggers_lease` index's
+/// predicate is not implied by the fence, see migration 0008), attempts by
+/// their id or by the whole unique key (trigger, token) — a token alone
+/// would be a walk of that index's every entry.
 const FINISH: &str = concat!(
     "WITH clock (now) AS MATERIALIZED (SELECT ",
     pg_now!(),
@@ -203,7 +211,8 @@ const FINISH: &str = concat!(
          fuel_used = ends.fuel_used, peak_memory_bytes = ends.peak_memory_bytes, \
          wall_ms = ends.wall_ms, log = ends.log \
          FROM ends JOIN moved ON moved.id = ends.trigger_id AND moved.fencing_token = ends.token \
-         WHERE attempts.id = ends.attempt_id AND attempts.fencing_token = ends.token) \
+         WHERE attempts.id = ANY($9) AND attempts.id = ends.attempt_id \
+             AND attempts.trigger_id = ends.trigger_id AND attempts.fencing_token = ends.token) \
      SELECT id, fencing_token FROM moved"
 );
 
