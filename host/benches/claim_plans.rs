@@ -51,7 +51,8 @@
 //! sort taking in more rows than the claim's lanes hold) is printed.
 
 mod common;
-use common::{env_or, guest, with_database};
+use common::pg::Pg;
+use common::{env_or, guest};
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::{HOT_SESSION, Store, hot_statements};
@@ -85,62 +86,6 @@ fn finish_sql() -> &'static str {
 }
 
 // ---- the database ----------------------------------------------------------
-
-/// A PostgreSQL database created for this run (dropped by `drop`), with one
-/// fresh schema per backlog size.
-struct Pg {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Pg {
-    async fn create(admin: &str) -> Pg {
-        let name = format!(
-            "pb_plans_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-        );
-        let mut conn = PgConnection::connect(admin)
-            .await
-            .unwrap_or_else(|e| panic!("PADDOCK_BENCH_DATABASE_URL={admin} is unreachable: {e}"));
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn.close().await.ok();
-        Pg {
-            admin: admin.into(),
-            url: with_database(admin, &name),
-            name,
-        }
-    }
-
-    /// A new schema, selected through `search_path`.
-    async fn schema(&self, schema: &str) -> String {
-        let mut conn = PgConnection::connect(&self.url).await.unwrap();
-        sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA r_{schema}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn.close().await.ok();
-        let sep = if self.url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options[search_path]=r_{schema}", self.url)
-    }
-
-    async fn drop(self) {
-        let mut conn = PgConnection::connect(&self.admin).await.unwrap();
-        let _ = sqlx::query(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut conn)
-        .await;
-    }
-}
 
 /// Migrate the schema at `url` (through `Store::open`) and register the
 /// `noop` job as `bench`.
@@ -953,7 +898,7 @@ async fn main() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
     let total = Instant::now();
-    let pg = Pg::create(&admin).await;
+    let pg = Pg::create(&admin, "plans").await;
     let mut rows = Vec::new();
     for &size in &sizes {
         eprintln!("-- {size} pending ...");

@@ -49,14 +49,14 @@
 
 mod common;
 use common::meter::{Costs, Meter};
-use common::{env_or, guest, with_database};
+use common::pg::Pg;
+use common::{env_or, guest};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::AttemptEnd;
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::prelude::*;
 use paddock::store::{Dialect, Store, dialect::SQLITE_NOW};
-use sqlx::Connection;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -76,63 +76,6 @@ const WARMUP: usize = 60;
 fn claim_batch(slots: usize) -> i64 {
     let batch = env_or("PADDOCK_BENCH_CLAIM", FLOOR_BATCH);
     batch.min(slots / 2).max(1) as i64
-}
-
-/// A PostgreSQL database created for this run (dropped by `drop`), with one
-/// fresh schema per measured run.
-struct Pg {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Pg {
-    async fn create(admin: &str, tag: &str) -> Pg {
-        let name = format!(
-            "pb_{tag}_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-        );
-        let mut conn = sqlx::PgConnection::connect(admin)
-            .await
-            .unwrap_or_else(|e| panic!("PADDOCK_BENCH_DATABASE_URL={admin} is unreachable: {e}"));
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn.close().await.ok();
-        Pg {
-            admin: admin.into(),
-            url: with_database(admin, &name),
-            name,
-        }
-    }
-
-    /// A new schema, selected through `search_path` so every process given
-    /// the URL sees the same tables.
-    async fn schema(&self, schema: &str) -> String {
-        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA r_{schema}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn.close().await.ok();
-        let sep = if self.url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options[search_path]=r_{schema}", self.url)
-    }
-
-    async fn drop(self) {
-        let mut conn = sqlx::PgConnection::connect(&self.admin).await.unwrap();
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut conn)
-        .await;
-    }
 }
 
 /// A fresh database for one measured run.
@@ -977,8 +920,10 @@ async fn main() {
         println!("  {note}");
     }
     println!(
-        "floor: raw SQL, batches of {FLOOR_BATCH}: claim + attempt insert in one transaction, \
-         fenced completions + attempt close in a second; one worker per Paddock process; \
+        "floor: raw SQL, batches of {FLOOR_BATCH}. PostgreSQL: one statement claims a batch \
+         with its attempts, one completes it (each trigger fenced by its token, attempts closed), \
+         {PG_FLOOR_WORKERS} connections per Paddock process; SQLite: a claim + attempts \
+         transaction and a completion transaction, one worker. \
          ratio = Paddock / mean(floor pre, post). 2 shared cores: compare ratios, not absolutes. \
          (total {:.0} s)",
         total.elapsed().as_secs_f64()

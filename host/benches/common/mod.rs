@@ -43,3 +43,6 @@ pub fn with_database(url: &str, db: &str) -> String {
 /// Used by `throughput` only; the other benches that share `common` do not.
 #[allow(dead_code)]
 pub mod meter;
+/// Used by `throughput` and `claim_plans`.
+#[allow(dead_code)]
+pub mod pg;
