@@ -256,65 +256,7 @@ impl Store {
             Some(file) => format!("sqlite://{}", file.0.display()),
             None => url.to_string(),
         };
-        let pool = match dialect {
-            Dialect::Sqlite => {
-                // `mode=rwc` creates the file.
-                let url = if url.contains("mode=") {
-                    url.clone()
-                } else if url.contains('?') {
-                    format!("{url}&mode=rwc")
-                } else {
-                    format!("{url}?mode=rwc")
-                };
-                AnyPoolOptions::new()
-                    .max_connections(max_connections.unwrap_or(8))
-                    // A pooled connection to an embedded file cannot have
-                    // died behind our back, so skip the ping that would
-                    // otherwise cost a round trip to its worker thread on
-                    // every acquire (measured: ~1/5 of a claim).
-                    .test_before_acquire(false)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            // WAL lets readers run beside the one writer;
-                            // a writer waits up to 30 s for the lock
-                            // instead of failing at once.
-                            conn.execute(
-                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000;",
-                            )
-                            .await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(&url)
-                    .await?
-            }
-            Dialect::Postgres => {
-                AnyPoolOptions::new()
-                    .max_connections(max_connections.unwrap_or(16))
-                    // No ping before every acquire: it is a round trip on
-                    // every query. A connection the server dropped fails its
-                    // next query, and the pool discards it.
-                    .test_before_acquire(false)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            // A process frozen mid-transaction (SIGSTOP, a
-                            // VM pause) would keep its row locks, and claims
-                            // skip locked rows: its triggers could not be
-                            // taken over when their leases expire. The
-                            // server aborts such a transaction after 1 s
-                            // idle and frees the rows. Our transactions never
-                            // wait between statements (no I/O but the
-                            // database's), so a live one is never cut.
-                            conn.execute("SET idle_in_transaction_session_timeout = 1000")
-                                .await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(&url)
-                    .await?
-            }
-        };
+        let pool = open_pool(dialect, &url, max_connections).await?;
         let migrations = match dialect {
             Dialect::Sqlite => &SQLITE_MIGRATIONS,
             Dialect::Postgres => &POSTGRES_MIGRATIONS,
@@ -409,6 +351,74 @@ impl Store {
             .as_ref()
             .expect("the hot-path pool exists on PostgreSQL, the only caller")
     }
+}
+
+/// The store's main pool (through `Any`): everything but SQLite's writer
+/// and PostgreSQL's hot path.
+async fn open_pool(
+    dialect: Dialect,
+    url: &str,
+    max_connections: Option<u32>,
+) -> StoreResult<AnyPool> {
+    Ok(match dialect {
+        Dialect::Sqlite => {
+            // `mode=rwc` creates the file.
+            let url = if url.contains("mode=") {
+                url.to_string()
+            } else if url.contains('?') {
+                format!("{url}&mode=rwc")
+            } else {
+                format!("{url}?mode=rwc")
+            };
+            AnyPoolOptions::new()
+                .max_connections(max_connections.unwrap_or(8))
+                // A pooled connection to an embedded file cannot have
+                // died behind our back, so skip the ping that would
+                // otherwise cost a round trip to its worker thread on
+                // every acquire (measured: ~1/5 of a claim).
+                .test_before_acquire(false)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        // WAL lets readers run beside the one writer;
+                        // a writer waits up to 30 s for the lock
+                        // instead of failing at once.
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000;",
+                        )
+                        .await?;
+                        Ok(())
+                    })
+                })
+                .connect(&url)
+                .await?
+        }
+        Dialect::Postgres => {
+            AnyPoolOptions::new()
+                .max_connections(max_connections.unwrap_or(16))
+                // No ping before every acquire: it is a round trip on
+                // every query. A connection the server dropped fails its
+                // next query, and the pool discards it.
+                .test_before_acquire(false)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        // A process frozen mid-transaction (SIGSTOP, a
+                        // VM pause) would keep its row locks, and claims
+                        // skip locked rows: its triggers could not be
+                        // taken over when their leases expire. The
+                        // server aborts such a transaction after 1 s
+                        // idle and frees the rows. Our transactions never
+                        // wait between statements (no I/O but the
+                        // database's), so a live one is never cut.
+                        conn.execute("SET idle_in_transaction_session_timeout = 1000")
+                            .await?;
+                        Ok(())
+                    })
+                })
+                .connect(url)
+                .await?
+        }
+    })
 }
 
 /// Connections of the hot-path pool: one claim and a few group commits in
