@@ -51,13 +51,11 @@
 //! sort taking in more rows than the claim's lanes hold) is printed.
 
 mod common;
+use common::env_or;
 use common::pg::Pg;
-use common::{env_or, guest};
-use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::{HOT_SESSION, Store, hot_statements};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -91,17 +89,7 @@ fn finish_sql() -> &'static str {
 /// `noop` job as `bench`.
 async fn prepare(url: &str, sandbox: &Arc<Sandbox>) {
     let store = Store::open(url).await.unwrap();
-    Registry::new(store.clone(), sandbox.clone())
-        .job_apply(
-            &format!(
-                "id = \"bench\"\ntenant = \"t\"\ncomponent = \"{}\"\n",
-                guest("noop").display()
-            ),
-            Path::new("."),
-            "bench",
-        )
-        .await
-        .unwrap();
+    common::register_bench_job(&store, sandbox).await;
     store.close().await;
 }
 

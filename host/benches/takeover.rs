@@ -174,6 +174,7 @@ async fn main() {
                 deadline_ms: 600_000,
                 max_concurrency: 4,
                 grants: "[]".into(),
+                capacity: Default::default(),
             },
             "bench",
         )

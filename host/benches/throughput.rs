@@ -48,12 +48,11 @@
 //! `sq_serve1`, `sq_calls`, `pg_inproc`, `pg_serve1`, `pg_serve3`, `pg_calls`).
 
 mod common;
+use common::env_or;
 use common::meter::{Costs, Meter};
 use common::pg::Pg;
-use common::{env_or, guest};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::AttemptEnd;
-use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::prelude::*;
 use paddock::store::{Dialect, Store, dialect::SQLITE_NOW};
@@ -99,18 +98,7 @@ async fn prepare(url: &str, sandbox: &Arc<Sandbox>) -> Store {
     if store.dialect() == Dialect::Postgres && !common::meter::install(&store).await {
         eprintln!("   (no pg_walinspect on this server: WAL figures are left out)");
     }
-    let registry = Registry::new(store.clone(), sandbox.clone());
-    registry
-        .job_apply(
-            &format!(
-                "id = \"bench\"\ntenant = \"t\"\ncomponent = \"{}\"\n",
-                guest("noop").display()
-            ),
-            Path::new("."),
-            "bench",
-        )
-        .await
-        .unwrap();
+    common::register_bench_job(&store, sandbox).await;
     store
 }
 

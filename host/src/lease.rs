@@ -18,6 +18,7 @@
 //!   checkpoint without spending retry budget, and lists them ([`drain`]).
 
 pub mod drain;
+pub mod governor;
 pub mod group_commit;
 pub mod guest_runtime;
 pub mod heartbeat;

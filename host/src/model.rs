@@ -13,6 +13,7 @@
 //! | `group.rs` | resource groups |
 //! | `audit.rs` | the audit log's hash chain |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
+//! | `units.rs` | sizes and durations in flags and files, checked and named |
 
 pub mod attempt;
 pub mod audit;
@@ -23,6 +24,7 @@ pub mod plan;
 pub mod retry;
 pub mod state;
 pub mod time;
+pub mod units;
 
 pub use attempt::{
     AttemptEnd, EndDecision, EndInputs, ErrorClass, ReleaseReason, RunReport, RunResult,

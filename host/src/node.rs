@@ -21,6 +21,7 @@
 //!   drain in the background on the runtime they were started on).
 
 use crate::effects::{EffectGateway, RecoveryGuard};
+use crate::lease::governor::{GovernorGuard, spawn_governor};
 use crate::lease::{DrainReport, Heartbeats, Runner, RunnerConfig, guest_runtime};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
@@ -58,6 +59,9 @@ pub struct NodeConfig {
     pub recovery_every: Duration,
     /// Effects looked at per recovery scan. Default 1000.
     pub recovery_limit: i64,
+    /// How often the groups' effective concurrency is recomputed from
+    /// what their attempts measured ([`crate::lease::governor`]). Default 5 s.
+    pub govern_every: Duration,
 }
 
 impl NodeConfig {
@@ -70,6 +74,7 @@ impl NodeConfig {
     /// | `sandbox` | [`SandboxConfig::default`]: 128 instances, 1 GiB ceiling, no code cache |
     /// | `guest_threads` | `None`: every core but one |
     /// | `heartbeat_connections` | 2 |
+    /// | `govern_every` | 5 s |
     /// | `recovery_every` | 30 s |
     /// | `recovery_limit` | 1000 |
     pub fn new(database_url: impl Into<String>) -> Self {
@@ -87,6 +92,7 @@ impl NodeConfig {
             heartbeat_connections: 2,
             recovery_every: Duration::from_secs(30),
             recovery_limit: 1000,
+            govern_every: Duration::from_secs(5),
         }
     }
 
@@ -145,6 +151,7 @@ pub struct Node {
     scanning: JoinHandle<()>,
     running: JoinHandle<DrainReport>,
     _recovery: RecoveryGuard,
+    _governor: GovernorGuard,
     _wakes: Option<WakeListener>,
 }
 
@@ -219,6 +226,7 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
     };
     let running = tokio::spawn(async move { runner.run_and_drain(stopped(stop_rx)).await });
+    let governor = spawn_governor(store.clone(), config.govern_every);
     Ok(Node {
         config,
         shards,
@@ -226,6 +234,7 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         scanning,
         running,
         _recovery: recovery,
+        _governor: governor,
         _wakes: wakes,
     })
 }

@@ -10,9 +10,11 @@
 //! - plan versions are immutable; see [`manifest`] for what re-applying
 //!   means. Every registration and every refusal is in the audit log.
 
+pub mod groups_file;
 pub mod manifest;
 
 use crate::model::capability::{self, CapabilityManifest};
+use crate::model::group::{Capacity, OBSERVATION_WINDOW_MS, effective_concurrency};
 use crate::model::plan::sha256_hex;
 use crate::model::{ApplyOutcome, ResourceGroup};
 use crate::sandbox::{Sandbox, SandboxError};
@@ -45,6 +47,8 @@ pub enum RegistryError {
     UnknownComponent(String),
     #[error("resource group '{name}': {problem}")]
     BadGroup { name: String, problem: String },
+    #[error("{0}")]
+    GroupsFile(String),
 }
 
 // By hand, not `#[from]`: the message already shows the sandbox's text,
@@ -208,8 +212,48 @@ impl Registry {
     }
 
     /// Create or change a resource group, refusing limits the sandbox
-    /// cannot honour.
-    pub async fn group_put(&self, group: ResourceGroup, actor: &str) -> Result<(), RegistryError> {
+    /// cannot honour. Returns the effective concurrency it now runs under.
+    pub async fn group_put(
+        &self,
+        group: ResourceGroup,
+        actor: &str,
+    ) -> Result<Capacity, RegistryError> {
+        self.group_check(&group)?;
+        // What claims enforce from now on: the inputs as configured and
+        // whatever the group's recent attempts measured. The instance pool
+        // is each serving process's own (it caps that process's slots),
+        // so it is not part of the stored limit.
+        let observed = self
+            .store
+            .group_observed(&group.name, OBSERVATION_WINDOW_MS)
+            .await?;
+        let capacity = effective_concurrency(&group, &observed, None);
+        self.store.group_put(&group, &capacity, actor).await?;
+        Ok(capacity)
+    }
+
+    /// `paddock group apply`: every group a file declares
+    /// ([`groups_file`]), each checked before any is stored, each stored
+    /// and audited as [`Registry::group_put`] does.
+    pub async fn groups_apply(
+        &self,
+        text: &str,
+        actor: &str,
+    ) -> Result<Vec<(String, Capacity)>, RegistryError> {
+        let groups = groups_file::parse(text).map_err(RegistryError::GroupsFile)?;
+        for group in &groups {
+            self.group_check(group)?;
+        }
+        let mut applied = Vec::with_capacity(groups.len());
+        for group in groups {
+            let name = group.name.clone();
+            applied.push((name, self.group_put(group, actor).await?));
+        }
+        Ok(applied)
+    }
+
+    /// The checks of [`Registry::group_put`], each naming its field.
+    fn group_check(&self, group: &ResourceGroup) -> Result<(), RegistryError> {
         let bad = |problem: String| RegistryError::BadGroup {
             name: group.name.clone(),
             problem,
@@ -220,13 +264,21 @@ impl Registry {
                 "memory must be between 1 byte and the host's ceiling of {ceiling} bytes"
             )));
         }
-        if group.fuel_per_attempt <= 0 || group.deadline_ms <= 0 || group.max_concurrency <= 0 {
-            return Err(bad("fuel, deadline and concurrency must be positive".into()));
+        for (field, value) in [
+            ("fuel", group.fuel_per_attempt),
+            ("deadline", group.deadline_ms),
+            ("concurrency", group.max_concurrency),
+        ] {
+            if value <= 0 {
+                return Err(bad(format!("{field} must be positive, not {value}")));
+            }
         }
         if serde_json::from_str::<Vec<String>>(&group.grants).is_err() {
             return Err(bad("grants must be a JSON array of import names".into()));
         }
-        self.store.group_put(&group, actor).await?;
+        if let Some(problem) = group.capacity.problem() {
+            return Err(bad(problem));
+        }
         Ok(())
     }
 }

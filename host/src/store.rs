@@ -29,6 +29,7 @@ mod control;
 pub mod dialect;
 mod effects;
 mod fence;
+mod groups;
 #[cfg(test)]
 mod guards;
 mod model;
@@ -44,6 +45,7 @@ mod wake;
 #[doc(hidden)]
 pub use async_trait::async_trait;
 pub use dialect::Dialect;
+pub use groups::{GroupLoad, WINDOW_ATTEMPTS};
 pub use model::*;
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the

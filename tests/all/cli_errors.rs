@@ -120,6 +120,22 @@ async fn admin_refusals_are_one_line_each_cause_once(db: Db) {
     paddock(&host.url, &["group", "set", "g", "--memory", "lots"])
         .is_one_clean_line("'lots' is not a size");
     paddock(&host.url, &["group", "set", "g", "--deadline", "soon"]).is_one_clean_line("soon");
+    // This multiplied out of range and panicked before.
+    paddock(
+        &host.url,
+        &["group", "set", "g", "--memory", "9999999999GiB"],
+    )
+    .is_one_clean_line("--memory: '9999999999GiB' is too large");
+    paddock(&host.url, &["group", "set", "g", "--working-set=-1MiB"])
+        .is_one_clean_line("--working-set: '-1MiB' must be positive");
+    paddock(&host.url, &["group", "set", "g", "--concurrency", "0"])
+        .is_one_clean_line("concurrency must be positive, not 0");
+    paddock(&host.url, &["group", "set", "g", "--db-connections", "0"])
+        .is_one_clean_line("db-connections must be positive, not 0");
+    paddock(&host.url, &["group", "set", "g", "--connector-rate=-3"])
+        .is_one_clean_line("connector-rate must be a positive number");
+    paddock(&host.url, &["group", "show", "nobody"])
+        .is_one_clean_line("no resource group named 'nobody'");
 }
 
 #[tokio::test]

@@ -61,6 +61,7 @@ mod ledger;
 mod migrations;
 mod node;
 mod procs;
+mod quotas;
 mod registration;
 mod scheduler;
 mod scheduler_fencing;
@@ -191,7 +192,8 @@ impl TestHost {
         }
     }
 
-    /// A resource group with these limits.
+    /// A resource group with these limits and room for 64 attempts at once
+    /// (claims enforce it; the tests of quotas set their own).
     pub async fn group(&self, name: &str, fuel: i64, memory_bytes: i64, deadline: Duration) {
         self.registry
             .group_put(
@@ -200,8 +202,9 @@ impl TestHost {
                     fuel_per_attempt: fuel,
                     memory_bytes,
                     deadline_ms: deadline.as_millis() as i64,
-                    max_concurrency: 4,
+                    max_concurrency: 64,
                     grants: "[]".into(),
+                    capacity: Default::default(),
                 },
                 "test",
             )

@@ -46,3 +46,32 @@ pub mod meter;
 /// Used by `throughput` and `claim_plans`.
 #[allow(dead_code)]
 pub mod pg;
+
+/// Register the benches' job: `bench`, the no-op guest, in the `default`
+/// group — whose configured concurrency is raised out of the way, so the
+/// benches measure the host and not the group limit (the claim still
+/// counts each group's room, as in production).
+#[allow(dead_code)]
+pub async fn register_bench_job(
+    store: &paddock::store::Store,
+    sandbox: &std::sync::Arc<paddock::sandbox::Sandbox>,
+) {
+    let registry = paddock::registry::Registry::new(store.clone(), sandbox.clone());
+    let mut group = paddock::store::ReadStore::group_get(store, "default")
+        .await
+        .unwrap()
+        .expect("the default group");
+    group.max_concurrency = 1_000_000;
+    registry.group_put(group, "bench").await.unwrap();
+    registry
+        .job_apply(
+            &format!(
+                "id = \"bench\"\ntenant = \"t\"\ncomponent = \"{}\"\n",
+                guest("noop").display()
+            ),
+            std::path::Path::new("."),
+            "bench",
+        )
+        .await
+        .unwrap();
+}

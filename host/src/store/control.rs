@@ -7,6 +7,7 @@ use super::columns::{connector_columns, effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
 use crate::model::audit;
+use crate::model::group::Capacity;
 use crate::model::plan::{ApplyDecision, decide_apply};
 use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
 use crate::trigger_state;
@@ -67,19 +68,33 @@ impl ControlStore for Store {
         Ok(())
     }
 
-    /// Create or replace a group's limits, audited.
-    async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()> {
+    /// Create or replace a group's limits, audited, with the effective
+    /// concurrency claims enforce from now on.
+    async fn group_put(
+        &self,
+        group: &ResourceGroup,
+        capacity: &Capacity,
+        actor: &str,
+    ) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
+        let inputs = &group.capacity;
         sqlx::query(self.sql(concat!(
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
-             max_concurrency, grants, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ",
+             max_concurrency, grants, connector_rate_per_s, service_time_ms, db_connections, \
+             memory_budget_bytes, working_set_bytes, effective_concurrency, effective_binding, \
+             created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
             ") ON CONFLICT (name) DO UPDATE SET fuel_per_attempt = excluded.fuel_per_attempt, \
              memory_bytes = excluded.memory_bytes, deadline_ms = excluded.deadline_ms, \
              max_concurrency = excluded.max_concurrency, grants = excluded.grants, \
-             updated_at = excluded.updated_at"
+             connector_rate_per_s = excluded.connector_rate_per_s, \
+             service_time_ms = excluded.service_time_ms, db_connections = excluded.db_connections, \
+             memory_budget_bytes = excluded.memory_budget_bytes, \
+             working_set_bytes = excluded.working_set_bytes, \
+             effective_concurrency = excluded.effective_concurrency, \
+             effective_binding = excluded.effective_binding, updated_at = excluded.updated_at"
         )))
         .bind(&group.name)
         .bind(group.fuel_per_attempt)
@@ -87,6 +102,13 @@ impl ControlStore for Store {
         .bind(group.deadline_ms)
         .bind(group.max_concurrency)
         .bind(&group.grants)
+        .bind(inputs.connector_rate_per_s)
+        .bind(inputs.service_time_ms)
+        .bind(inputs.db_connections)
+        .bind(inputs.memory_budget_bytes)
+        .bind(inputs.working_set_bytes)
+        .bind(capacity.effective)
+        .bind(capacity.binding)
         .execute(&mut *tx)
         .await?;
         self.audit_append(
@@ -94,7 +116,8 @@ impl ControlStore for Store {
             actor,
             "group.put",
             &group.name,
-            serde_json::to_value(group).unwrap_or_default(),
+            serde_json::json!({ "group": group, "effective_concurrency": capacity.effective,
+                "binding": capacity.binding }),
         )
         .await?;
         tx.commit().await?;

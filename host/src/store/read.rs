@@ -8,6 +8,7 @@ use super::dialect::now_ms;
 use super::*;
 use crate::model::ResourceGroup;
 use crate::model::audit::AuditEntry;
+use crate::model::group::CapacityInputs;
 use async_trait::async_trait;
 
 /// A `resource_groups` row.
@@ -19,6 +20,20 @@ pub(super) struct GroupRow {
     deadline_ms: i64,
     max_concurrency: i64,
     grants: String,
+    connector_rate_per_s: Option<f64>,
+    service_time_ms: Option<i64>,
+    db_connections: Option<i64>,
+    memory_budget_bytes: Option<i64>,
+    working_set_bytes: Option<i64>,
+}
+
+/// The columns of a [`GroupRow`].
+macro_rules! group_columns {
+    () => {
+        "name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants, \
+         connector_rate_per_s, service_time_ms, db_connections, memory_budget_bytes, \
+         working_set_bytes"
+    };
 }
 
 impl From<GroupRow> for ResourceGroup {
@@ -30,6 +45,13 @@ impl From<GroupRow> for ResourceGroup {
             deadline_ms: row.deadline_ms,
             max_concurrency: row.max_concurrency,
             grants: row.grants,
+            capacity: CapacityInputs {
+                connector_rate_per_s: row.connector_rate_per_s,
+                service_time_ms: row.service_time_ms,
+                db_connections: row.db_connections,
+                memory_budget_bytes: row.memory_budget_bytes,
+                working_set_bytes: row.working_set_bytes,
+            },
         }
     }
 }
@@ -343,21 +365,35 @@ impl ReadStore for Store {
     }
 
     async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>> {
-        let row: Option<GroupRow> = sqlx::query_as(self.sql(
-            "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
-             FROM resource_groups WHERE name = ?",
-        ))
+        let row: Option<GroupRow> = sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            group_columns!(),
+            " FROM resource_groups WHERE name = ?"
+        )))
         .bind(name)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Into::into))
     }
 
+    async fn group_load(&self, name: &str) -> StoreResult<Option<super::GroupLoad>> {
+        self.load_of_group(name).await
+    }
+
+    async fn group_observed(
+        &self,
+        name: &str,
+        window_ms: i64,
+    ) -> StoreResult<crate::model::group::Observed> {
+        self.observed_of_group(name, window_ms).await
+    }
+
     async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>> {
-        let rows: Vec<GroupRow> = sqlx::query_as(self.sql(
-            "SELECT name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants \
-             FROM resource_groups ORDER BY name",
-        ))
+        let rows: Vec<GroupRow> = sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            group_columns!(),
+            " FROM resource_groups ORDER BY name"
+        )))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(Into::into).collect())

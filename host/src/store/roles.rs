@@ -47,6 +47,17 @@ pub trait ReadStore: Send + Sync {
     async fn counters(&self) -> StoreResult<Vec<(String, i64)>>;
     async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>>;
     async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>>;
+    /// What claims enforce for a group now, and how many of its triggers
+    /// run; `None` if there is no such group.
+    async fn group_load(&self, name: &str) -> StoreResult<Option<super::GroupLoad>>;
+    /// What the group's attempts that ended in the last `window_ms` (among
+    /// the newest [`super::WINDOW_ATTEMPTS`]) measured: how many, their
+    /// mean wall time, their largest peak memory.
+    async fn group_observed(
+        &self,
+        name: &str,
+        window_ms: i64,
+    ) -> StoreResult<crate::model::group::Observed>;
     async fn component_get(&self, digest: &str) -> StoreResult<Option<ComponentRecord>>;
     async fn component_bytes(&self, digest: &str) -> StoreResult<Vec<u8>>;
     async fn components_list(&self) -> StoreResult<Vec<ComponentRecord>>;
@@ -119,7 +130,10 @@ pub trait RunnerStore: ReadStore + Counters {
     /// fresh triggers nor be starved by them. Each claimed trigger gets
     /// `fencing_token + 1`, a lease until `now + lease_ms` and a new
     /// attempt row; an attempt a previous holder left open is closed as
-    /// `expired`.
+    /// `expired`. No resource group gets more new claims than its room —
+    /// its effective concurrency less its running triggers, counted after
+    /// every earlier claim of any process committed; taking over a lapsed
+    /// lease needs no room.
     async fn claim(&self, request: &ClaimRequest<'_>) -> StoreResult<Vec<Claim>>;
     /// Renew a lease, only while owner, token and state still match.
     async fn lease_renew(
@@ -316,8 +330,14 @@ pub trait ControlStore: ReadStore + Counters {
         subject: &str,
         detail: serde_json::Value,
     ) -> StoreResult<()>;
-    /// Create or replace a group's limits, audited.
-    async fn group_put(&self, group: &ResourceGroup, actor: &str) -> StoreResult<()>;
+    /// Create or replace a group's limits, audited, with the effective
+    /// concurrency claims enforce from now on.
+    async fn group_put(
+        &self,
+        group: &ResourceGroup,
+        capacity: &crate::model::group::Capacity,
+        actor: &str,
+    ) -> StoreResult<()>;
     /// Store a checked component. Returns whether it was new (false: an
     /// idempotent hit).
     async fn component_put(
@@ -423,6 +443,19 @@ macro_rules! forward_reads {
                 &self,
             ) -> $crate::store::StoreResult<Vec<$crate::model::ResourceGroup>> {
                 $crate::store::ReadStore::groups_list(&self.$field).await
+            }
+            async fn group_load(
+                &self,
+                name: &str,
+            ) -> $crate::store::StoreResult<Option<$crate::store::GroupLoad>> {
+                $crate::store::ReadStore::group_load(&self.$field, name).await
+            }
+            async fn group_observed(
+                &self,
+                name: &str,
+                window_ms: i64,
+            ) -> $crate::store::StoreResult<$crate::model::group::Observed> {
+                $crate::store::ReadStore::group_observed(&self.$field, name, window_ms).await
             }
             async fn component_get(
                 &self,

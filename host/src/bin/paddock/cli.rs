@@ -12,6 +12,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::ResourceGroup;
+use paddock::model::group::{CapacityInputs, OBSERVATION_WINDOW_MS};
+use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
 use paddock::sandbox::{Sandbox, SandboxConfig};
@@ -113,15 +115,39 @@ enum GroupCmd {
         /// Wall-clock deadline per attempt (e.g. 60s).
         #[arg(long, default_value = "60s")]
         deadline: String,
-        /// Attempts of this group running at once.
+        /// Attempts of this group running at once, at most (the configured
+        /// max; the effective concurrency may be lower, see `group show`).
         #[arg(long, default_value_t = 16)]
         concurrency: i64,
+        /// The downstream connector's stable rate, calls per second.
+        #[arg(long)]
+        connector_rate: Option<f64>,
+        /// The expected service time of one attempt (e.g. 2s); with
+        /// --connector-rate it limits the group to rate × service time.
+        #[arg(long)]
+        service_time: Option<String>,
+        /// Database connections reserved for the group (each attempt holds one).
+        #[arg(long)]
+        db_connections: Option<i64>,
+        /// Memory the group's attempts may use together (e.g. 720MiB).
+        #[arg(long)]
+        memory_budget: Option<String>,
+        /// One attempt's working set (e.g. 18MiB); the observed peak replaces it.
+        #[arg(long)]
+        working_set: Option<String>,
         /// An import beyond paddock:job to grant (repeatable).
         #[arg(long = "grant")]
         grants: Vec<String>,
     },
+    /// Create or change the groups a TOML file declares (`[[group]]` tables
+    /// with the flags of `group set` as fields); every value is checked
+    /// before any group is stored.
+    Apply { file: PathBuf },
     /// List resource groups.
     List,
+    /// Show a group: each input of its effective concurrency, the result,
+    /// which input binds, and how many of its attempts run now.
+    Show { name: String },
 }
 
 #[derive(Subcommand)]
@@ -209,27 +235,18 @@ fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
     Ok((k.to_string(), value))
 }
 
-/// Parse `64MiB`, `1GiB`, `512KiB` or plain bytes.
-fn parse_bytes(text: &str) -> anyhow::Result<i64> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("GiB") {
-        (n, 1i64 << 30)
-    } else if let Some(n) = t.strip_suffix("MiB") {
-        (n, 1 << 20)
-    } else if let Some(n) = t.strip_suffix("KiB") {
-        (n, 1 << 10)
-    } else {
-        (t, 1)
-    };
-    let n: i64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("'{text}' is not a size (use bytes, KiB, MiB or GiB)"))?;
-    Ok(n * mult)
+/// A size flag (`64MiB`), checked ([`units::parse_bytes`]).
+fn parse_bytes(field: &str, text: &str) -> anyhow::Result<i64> {
+    units::parse_bytes(&format!("--{field}"), text).map_err(anyhow::Error::msg)
 }
 
 fn duration_arg(text: &str) -> anyhow::Result<Duration> {
     paddock::model::time::parse_duration(text).map_err(anyhow::Error::msg)
+}
+
+/// A duration flag (`2s`) in milliseconds, checked ([`units::parse_millis`]).
+fn millis_arg(field: &str, text: &str) -> anyhow::Result<i64> {
+    units::parse_millis(&format!("--{field}"), text).map_err(anyhow::Error::msg)
 }
 
 /// The pieces every command needs.
@@ -386,18 +403,64 @@ async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCo
             memory,
             deadline,
             concurrency,
+            connector_rate,
+            service_time,
+            db_connections,
+            memory_budget,
+            working_set,
             grants,
         } => {
+            let bytes = |field: &str, text: Option<String>| {
+                text.map(|t| parse_bytes(field, &t)).transpose()
+            };
             let group = ResourceGroup {
                 name: name.clone(),
                 fuel_per_attempt: fuel,
-                memory_bytes: parse_bytes(&memory)?,
-                deadline_ms: duration_arg(&deadline)?.as_millis() as i64,
+                memory_bytes: parse_bytes("memory", &memory)?,
+                deadline_ms: millis_arg("deadline", &deadline)?,
                 max_concurrency: concurrency,
                 grants: serde_json::to_string(&grants)?,
+                capacity: CapacityInputs {
+                    connector_rate_per_s: connector_rate,
+                    service_time_ms: service_time
+                        .map(|t| millis_arg("service-time", &t))
+                        .transpose()?,
+                    db_connections,
+                    memory_budget_bytes: bytes("memory-budget", memory_budget)?,
+                    working_set_bytes: bytes("working-set", working_set)?,
+                },
             };
-            host.registry.group_put(group, actor).await?;
-            println!("group {name} set");
+            let capacity = host.registry.group_put(group, actor).await?;
+            println!(
+                "group {name} set: effective concurrency {} (bound by {})",
+                capacity.effective, capacity.binding
+            );
+        }
+        GroupCmd::Apply { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read '{}'", file.display()))?;
+            for (name, capacity) in host.registry.groups_apply(&text, actor).await? {
+                println!(
+                    "group {name} set: effective concurrency {} (bound by {})",
+                    capacity.effective, capacity.binding
+                );
+            }
+        }
+        GroupCmd::Show { name } => {
+            let Some(group) = host.store.group_get(&name).await? else {
+                anyhow::bail!("no resource group named '{name}'");
+            };
+            let observed = host
+                .store
+                .group_observed(&name, OBSERVATION_WINDOW_MS)
+                .await?;
+            let load = host
+                .store
+                .group_load(&name)
+                .await?
+                .unwrap_or_else(|| unreachable!("the group was just read"));
+            let pool = i64::from(host.sandbox.config().max_instances);
+            print::group_show(&group, &observed, &load, pool);
         }
         GroupCmd::List => print::groups(&host.store.groups_list().await?),
     }
@@ -574,10 +637,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_accept_binary_suffixes() {
-        assert_eq!(parse_bytes("64MiB").unwrap(), 64 << 20);
-        assert_eq!(parse_bytes("1024").unwrap(), 1024);
-        assert!(parse_bytes("lots").is_err());
+    fn flags_name_themselves_in_errors() {
+        let err = parse_bytes("memory", "9999999999GiB")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--memory: '9999999999GiB' is too large (at most 8 EiB)"
+        );
+        let err = millis_arg("service-time", "0s").unwrap_err().to_string();
+        assert_eq!(err, "--service-time: '0s' must be positive");
     }
 
     #[test]

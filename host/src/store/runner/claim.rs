@@ -7,16 +7,26 @@
 //! or a crash between two statements of an older host) is closed as
 //! `expired` — on both databases, for every trigger claimed again.
 //!
-//! - PostgreSQL: one statement, its candidates locked with `FOR UPDATE SKIP
-//!   LOCKED` so processes claiming at once take disjoint rows without
-//!   waiting on each other (see [`super::postgres`]).
+//! Quotas bite here: a claim takes from each resource group at most its
+//! room — its effective concurrency (`resource_groups.effective_concurrency`,
+//! see [`crate::model::group::effective_concurrency`]) less its running
+//! triggers, counted inside the claim's transaction after every earlier
+//! claim committed — so no group ever runs more than its limit, whatever
+//! the number of processes. Takeovers of lapsed leases need no room (the
+//! trigger is already counted).
+//!
+//! - PostgreSQL: a transaction of two statements: the groups' rows locked
+//!   (claims serialize on them, so each counts the others' claims), then
+//!   one statement whose candidates are locked with `FOR UPDATE SKIP
+//!   LOCKED` (see [`super::postgres`]).
 //! - SQLite: one transaction on the writer thread (see
 //!   [`super::sqlite_writer`]). The write lock is held from the first read
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
-//!   and claiming it: one scan reads the candidates of every lane, the
-//!   shares are chosen in Rust ([`choose_batch`]), and each chosen trigger
-//!   is claimed by a prepared statement of its own — in-thread calls, so
-//!   a row costs SQLite's work and nothing more.
+//!   and claiming it: the room of each group is read, one scan per group
+//!   with room reads its candidates, the shares are chosen in Rust
+//!   ([`choose_batch`], then [`within_room`]), and each chosen trigger is
+//!   claimed by a prepared statement of its own — in-thread calls, so a row
+//!   costs SQLite's work and nothing more.
 
 use super::super::dialect::now_ms;
 use super::super::*;
@@ -142,48 +152,112 @@ impl Store {
     }
 }
 
-/// SQLite's candidates: up to `limit` of each lane, by id.
+/// The columns of a [`Candidate`] after its lane's id, lane, priority and
+/// next run (`c`), read from its row (`t`).
+macro_rules! candidate_columns {
+    () => {
+        "SELECT c.id, c.lane, c.priority, c.next_run_at, t.attempts, t.fencing_token, t.job_id, \
+             t.tenant, t.plan_version, t.plan_key, t.scheduled_at, t.params, t.resource_group, \
+             t.origin, CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
+                 WHERE f.trigger_id = t.id) END FROM ("
+    };
+}
+
+/// Each group's room: its effective concurrency less its running triggers
+/// (lapsed leases still count: their holder may only be paused).
+pub(in crate::store) const ROOM: &str = concat!(
+    "SELECT g.name, g.effective_concurrency - (SELECT count(*) FROM triggers r WHERE r.state = ",
+    trigger_state!(running),
+    " AND r.resource_group = g.name) FROM resource_groups g"
+);
+
+/// SQLite's candidates, by id: per group with room, up to min(room,
+/// `limit`) of each claim lane; and up to `limit` lapsed leases, whatever
+/// their group's room (a takeover adds nothing to the running count).
 fn candidates_in(
     tx: &rusqlite::Transaction<'_>,
     now: i64,
     limit: i64,
+    room: &HashMap<String, i64>,
 ) -> StoreResult<HashMap<i64, Candidate>> {
-    // Each lane is an ordered walk of an index that stops after the batch:
-    // `triggers_claim` (state, priority, next_run_at, id) for due retries
-    // and pending rows, `triggers_lease` (lease_until, running rows only)
-    // for lapsed leases — so the cost follows the batch, not the backlog or
-    // the number of running triggers. The walks read only index columns;
-    // the rows are read once, for what the claim needs.
-    let mut scan = tx.prepare_cached(concat!(
-        "SELECT c.id, c.lane, c.priority, c.next_run_at, t.attempts, t.fencing_token, t.job_id, \
-             t.tenant, t.plan_version, t.plan_key, t.scheduled_at, t.params, t.resource_group, \
-             t.origin, CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
-                 WHERE f.trigger_id = t.id) END \
-         FROM (\
-             SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = ",
+    // Each lane is an ordered walk of an index that stops after its rows:
+    // `triggers_retry` and `triggers_pending` (resource_group, priority,
+    // next_run_at, id) per group, `triggers_lease` (lease_until, running
+    // rows only) for lapsed leases — so the cost follows the batch, not the
+    // backlog, the number running, or a full group's queue. The walks read
+    // only index columns; the rows are read once, for what the claim needs.
+    let mut due = tx.prepare_cached(concat!(
+        candidate_columns!(),
+        "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
+             WHERE state = ",
         trigger_state!(retry_wait),
-        " AND next_run_at <= ?1 \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
-             UNION ALL \
-             SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = ",
+        " AND resource_group = ?3 AND next_run_at <= ?1 \
+             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
+         UNION ALL \
+         SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
+             WHERE state = ",
         trigger_state!(pending),
-        " AND next_run_at <= ?1 \
-                 ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
-             UNION ALL \
-             SELECT * FROM (SELECT id, 2 AS lane, priority, next_run_at FROM triggers \
-                 WHERE state = ",
-        trigger_state!(running),
-        " AND lease_until < ?1 \
-                 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER))) AS c \
+        " AND resource_group = ?3 AND next_run_at <= ?1 \
+             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))) AS c \
          JOIN triggers t ON t.id = c.id"
     ))?;
-    let candidates = scan
-        .query_map(rusqlite::params![now, limit], Candidate::from_row)?
-        .map(|c| c.map(|c| (c.id, c)))
-        .collect::<rusqlite::Result<_>>()?;
+    let mut candidates = HashMap::new();
+    for (group, room) in room {
+        if *room <= 0 {
+            continue;
+        }
+        let rows = due.query_map(
+            rusqlite::params![now, limit.min(*room), group],
+            Candidate::from_row,
+        )?;
+        for c in rows {
+            let c = c?;
+            candidates.insert(c.id, c);
+        }
+    }
+    let mut lapsed = tx.prepare_cached(concat!(
+        candidate_columns!(),
+        "SELECT id, 2 AS lane, priority, next_run_at FROM triggers WHERE state = ",
+        trigger_state!(running),
+        " AND lease_until < ?1 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)) AS c \
+         JOIN triggers t ON t.id = c.id"
+    ))?;
+    for c in lapsed.query_map(rusqlite::params![now, limit], Candidate::from_row)? {
+        let c = c?;
+        candidates.insert(c.id, c);
+    }
     Ok(candidates)
+}
+
+/// Each group's room ([`ROOM`]).
+fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, i64>> {
+    let mut room = tx.prepare_cached(ROOM)?;
+    let rows = room.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The cut of a chosen batch to each group's room: in the order of
+/// choice, a group's new claims are kept while it has room; takeovers
+/// (`group_of` says `None` for the room) are always kept, since the
+/// trigger they take over is already counted as running.
+pub(super) fn within_room<'a>(
+    chosen: Vec<i64>,
+    group_of: impl Fn(i64) -> Option<&'a str>,
+    room: &HashMap<String, i64>,
+) -> Vec<i64> {
+    let mut used: HashMap<&str, i64> = HashMap::new();
+    chosen
+        .into_iter()
+        .filter(|id| match group_of(*id) {
+            None => true,
+            Some(group) => {
+                let taken = used.entry(group).or_insert(0);
+                let fits = *taken < room.get(group).copied().unwrap_or(0);
+                *taken += i64::from(fits);
+                fits
+            }
+        })
+        .collect()
 }
 
 /// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
@@ -201,7 +275,8 @@ fn claim_in(
         Some(now) => now,
         None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
     };
-    let mut candidates = candidates_in(tx, now, limit)?;
+    let room = room_in(tx)?;
+    let mut candidates = candidates_in(tx, now, limit, &room)?;
     // Claim order within each lane: (priority, next_run_at, id).
     let mut order: Vec<(bool, i64, i64, i64)> = candidates
         .values()
@@ -211,6 +286,14 @@ fn claim_in(
     let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
     let ids = |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
     let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
+    let chosen = within_room(
+        chosen,
+        |id| {
+            let c = &candidates[&id];
+            (c.lane != 2).then_some(c.resource_group.as_str())
+        },
+        &room,
+    );
     let mut claim = tx.prepare_cached(CLAIM_ROW)?;
     // An attempt left open by a previous holder (a lapsed lease) is
     // closed as taken over now. Every release path ends its attempt in the
@@ -271,7 +354,8 @@ fn claim_in(
 
 #[cfg(test)]
 mod tests {
-    use super::choose_batch;
+    use super::{choose_batch, within_room};
+    use std::collections::HashMap;
 
     #[test]
     fn retries_get_their_share_then_fresh_work_then_the_spare() {
@@ -292,5 +376,25 @@ mod tests {
             vec![10, 11, 1, 2]
         );
         assert_eq!(choose_batch(&[], &[], 4, 2), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn each_group_keeps_its_room_and_takeovers_need_none() {
+        let room = HashMap::from([("a".to_string(), 2), ("b".to_string(), 0)]);
+        // 1..=4 new work of group a, 5 of b, 6 a takeover of group b.
+        let group_of = |id: i64| match id {
+            1..=4 => Some("a"),
+            5 => Some("b"),
+            _ => None,
+        };
+        assert_eq!(
+            within_room(vec![3, 5, 1, 6, 2, 4], group_of, &room),
+            vec![3, 1, 6]
+        );
+        // A group the claim has no room row for gets nothing.
+        assert_eq!(
+            within_room(vec![7], |_| Some("gone"), &room),
+            Vec::<i64>::new()
+        );
     }
 }

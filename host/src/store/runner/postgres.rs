@@ -1,5 +1,6 @@
 //! PostgreSQL's hot path: a claim and a group commit, each **one
-//! statement** — one round trip and one commit whatever the batch — run on
+//! statement** — one commit whatever the batch (the claim's statement
+//! follows the lock of the groups' rows in its transaction) — run on
 //! the native driver's pool ([`Store::hot`]), written for PostgreSQL
 //! (CTEs, `FOR UPDATE SKIP LOCKED`, arrays and `unnest`, `RETURNING`)
 //! rather than in the SQLite spelling and rewritten. The contract is
@@ -30,37 +31,59 @@ macro_rules! pg_now {
     };
 }
 
+/// Each group's room: its effective concurrency less its running triggers
+/// (`triggers_running`; lapsed leases still count — their holder may only
+/// be paused). Read after [`LOCK_GROUPS`], so every claim committed before
+/// this one is counted.
+macro_rules! claim_room {
+    () => {
+        concat!(
+            "SELECT g.name, g.effective_concurrency - (SELECT count(*) FROM triggers r \
+         WHERE r.state = ",
+            trigger_state!(running),
+            " AND r.resource_group = g.name) AS room FROM resource_groups g"
+        )
+    };
+}
+
 /// Lane 1, due retries ([`crate::model::Transition::Claim`] from
-/// `retry_wait`), in claim order, locked: `$4` rows at most.
+/// `retry_wait`), in claim order, locked: per group with room, at most its
+/// room (and `$4`) rows, each walk an ordered probe of `triggers_retry`.
 macro_rules! claim_retries {
     () => {
         concat!(
-            "SELECT id, priority, next_run_at FROM triggers WHERE state = ",
+            "SELECT l.id, l.resource_group, l.priority, l.next_run_at, false AS takeover \
+     FROM room CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
+         FROM triggers WHERE state = ",
             trigger_state!(retry_wait),
-            " AND next_run_at <= (SELECT now FROM clock) \
-     ORDER BY priority, next_run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"
+            " AND resource_group = room.name AND next_run_at <= (SELECT now FROM clock) \
+         ORDER BY priority, next_run_at, id LIMIT least($4, room.room) FOR UPDATE SKIP LOCKED) AS l \
+     WHERE room.room > 0"
         )
     };
 }
 #[cfg(test)]
 pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 
-/// Lane 2, fresh work: due `pending` triggers (`triggers_pending`, in claim
-/// order) and `running` ones whose lease lapsed (`triggers_lease`, longest
-/// lapsed first) — [`crate::model::Transition::Claim`] from `pending`,
-/// [`crate::model::Transition::TakeOver`] from `running`. Each walk stops
-/// after `$4` rows.
+/// Lane 2, fresh work: due `pending` triggers per group with room, as the
+/// retries are walked (`triggers_pending`), and `running` ones whose lease
+/// lapsed (`triggers_lease`, longest lapsed first, whatever their group's
+/// room: a takeover adds nothing to the running count) —
+/// [`crate::model::Transition::Claim`] from `pending`,
+/// [`crate::model::Transition::TakeOver`] from `running`.
 macro_rules! claim_fresh {
     () => {
         concat!(
-            "SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at FROM triggers \
-         WHERE state = ",
+            "SELECT l.id, l.resource_group, l.priority, l.next_run_at, false AS takeover \
+     FROM room CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
+         FROM triggers WHERE state = ",
             trigger_state!(pending),
-            " AND next_run_at <= (SELECT now FROM clock) \
-         ORDER BY priority, next_run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) AS due \
+            " AND resource_group = room.name AND next_run_at <= (SELECT now FROM clock) \
+         ORDER BY priority, next_run_at, id LIMIT least($4, room.room) FOR UPDATE SKIP LOCKED) AS l \
+     WHERE room.room > 0 \
      UNION ALL \
-     SELECT id, priority, next_run_at FROM (SELECT id, priority, next_run_at FROM triggers \
-         WHERE state = ",
+     SELECT id, resource_group, priority, next_run_at, true FROM (SELECT id, resource_group, \
+         priority, next_run_at FROM triggers WHERE state = ",
             trigger_state!(running),
             " AND lease_until < (SELECT now FROM clock) \
          ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED) AS lapsed"
@@ -95,33 +118,53 @@ macro_rules! claim_update {
 #[cfg(test)]
 pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
 
+/// Claims serialize on the groups' rows, taken in name order before the
+/// claim statement reads its snapshot: the room a claim counts then
+/// includes every claim committed before it, in any process, so no group
+/// runs more than its effective concurrency. (Inside one statement the
+/// lock would come too late: its snapshot predates the wait.) Ends do not
+/// take it — they only make room, and a claim that misses one claims less.
+const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE";
+
 /// The whole claim: `$1` an injected now (tests) or NULL, `$2` owner, `$3`
 /// lease ms, `$4` limit, `$5` the retry lane's share. The shares are
 /// [`super::claim::choose_batch`]'s: up to `$5` retries, fresh work for
 /// the rest, then more retries if fresh work left room and the share was
-/// filled. A trigger claimed again gets any attempt a previous holder left
-/// open closed as `expired`, and its first start is read for the
-/// total-time budget; every claimed trigger gets its new attempt row.
+/// filled; then [`super::claim::within_room`]'s cut, each group's new
+/// claims in that order up to its room (`ord` is the order of choice).
+/// A trigger claimed again gets any attempt a previous holder left open
+/// closed as `expired`, and its first start is read for the total-time
+/// budget; every claimed trigger gets its new attempt row.
 const CLAIM: &str = concat!(
     "WITH clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
     pg_now!(),
     ")), \
-     retry AS MATERIALIZED (SELECT id, row_number() OVER (ORDER BY priority, next_run_at, id) AS n \
-         FROM (",
+     room AS MATERIALIZED (",
+    claim_room!(),
+    "), \
+     retry AS MATERIALIZED (SELECT id, resource_group, takeover, \
+         row_number() OVER (ORDER BY priority, next_run_at, id) AS n FROM (",
     claim_retries!(),
     ") AS lane), \
-     fresh AS MATERIALIZED (SELECT id, row_number() OVER (ORDER BY priority, next_run_at, id) AS n \
-         FROM (",
+     fresh AS MATERIALIZED (SELECT id, resource_group, takeover, \
+         row_number() OVER (ORDER BY priority, next_run_at, id) AS n FROM (",
     claim_fresh!(),
     ") AS lane), \
      counts AS (SELECT least($5, (SELECT count(*) FROM retry)) AS r_first, \
          (SELECT count(*) FROM retry) AS r_all, (SELECT count(*) FROM fresh) AS f_all), \
-     shares AS (SELECT r_first + CASE WHEN r_first = $5 \
+     shares AS (SELECT r_first, r_first + CASE WHEN r_first = $5 \
              THEN least($4 - r_first - least($4 - r_first, f_all), r_all - r_first) ELSE 0 END \
              AS r_take, \
          least($4 - r_first, f_all) AS f_take FROM counts), \
-     chosen AS (SELECT id FROM retry WHERE n <= (SELECT r_take FROM shares) \
-         UNION ALL SELECT id FROM fresh WHERE n <= (SELECT f_take FROM shares)), \
+     picked AS (SELECT id, resource_group, takeover, \
+             CASE WHEN n <= r_first THEN n ELSE $4 + n END AS ord \
+         FROM retry, shares WHERE n <= r_take \
+         UNION ALL SELECT id, resource_group, takeover, r_first + n FROM fresh, shares \
+         WHERE n <= f_take), \
+     chosen AS (SELECT id FROM (SELECT p.id, p.takeover, room.room, row_number() OVER \
+             (PARTITION BY p.resource_group, p.takeover ORDER BY p.ord) AS k \
+         FROM picked p LEFT JOIN room ON room.name = p.resource_group) AS cut \
+         WHERE takeover OR k <= room), \
      claimed AS (",
     claim_update!(),
     "), \
@@ -217,7 +260,8 @@ const FINISH: &str = concat!(
 );
 
 impl Store {
-    /// [`RunnerStore::claim`] on PostgreSQL: [`CLAIM`], one round trip.
+    /// [`RunnerStore::claim`] on PostgreSQL: [`LOCK_GROUPS`], then [`CLAIM`],
+    /// in one transaction.
     pub(in crate::store) async fn claim_postgres(
         &self,
         owner: &str,
@@ -226,14 +270,17 @@ impl Store {
         share: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.hot().begin().await?;
+        sqlx::query(LOCK_GROUPS).execute(&mut *tx).await?;
         let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
             .bind(now)
             .bind(owner)
             .bind(lease_ms)
             .bind(limit)
             .bind(share)
-            .fetch_all(self.hot())
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(rows
             .into_iter()
             .map(|c| Claim {

@@ -3,9 +3,10 @@
 use paddock::lease::DrainReport;
 use paddock::model::CapabilityManifest;
 use paddock::model::ResourceGroup;
+use paddock::model::group::{Observed, effective_concurrency};
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
-use paddock::store::{Store, TriggerRecord};
+use paddock::store::{GroupLoad, Store, TriggerRecord};
 
 pub fn manifest(m: &CapabilityManifest) {
     println!("imports ({}):", m.imports.len());
@@ -34,6 +35,55 @@ pub fn groups(groups: &[ResourceGroup]) {
             g.grants
         );
     }
+}
+
+/// `paddock group show`: each input of the effective concurrency, the
+/// result and the binding input — as claims enforce it (stored), and as it
+/// would be in a process with this host's instance pool.
+pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, pool: i64) {
+    println!("group {}", group.name);
+    println!(
+        "  per attempt: fuel {}, memory {}, deadline {} ms",
+        group.fuel_per_attempt,
+        human_bytes(group.memory_bytes),
+        group.deadline_ms
+    );
+    let service = match (observed.samples, observed.service_time_ms) {
+        (n, Some(ms)) => format!(
+            "{n} attempt(s) in the last minute, mean {:.1} s",
+            ms / 1000.0
+        ),
+        (n, None) => format!("{n} attempt(s) in the last minute"),
+    };
+    println!(
+        "  observed: {service}{}",
+        match observed.peak_memory_bytes {
+            Some(peak) => format!(", peak memory {}", human_bytes(peak)),
+            None => String::new(),
+        }
+    );
+    let capacity = effective_concurrency(group, observed, Some(pool));
+    println!("  effective concurrency inputs:");
+    for limit in &capacity.limits {
+        let mark = if limit.input == capacity.binding {
+            "  <- binds"
+        } else {
+            ""
+        };
+        println!(
+            "    {:<32} {:>8}   {}{mark}",
+            limit.input, limit.limit, limit.detail
+        );
+    }
+    println!(
+        "  effective concurrency: {} (bound by {})",
+        capacity.effective, capacity.binding
+    );
+    println!(
+        "  enforced by claims now: {} (bound by {}; the instance pool caps each process on its own)",
+        load.effective_concurrency, load.effective_binding
+    );
+    println!("  running now: {}", load.running);
 }
 
 pub fn human_bytes(b: i64) -> String {

@@ -1,0 +1,153 @@
+//! `paddock group apply groups.toml`: resource groups declared in a file,
+//! with the same fields, defaults and checks as `paddock group set`. Each
+//! `[[group]]` is a whole declaration: a field left out takes the flag's
+//! default, not the stored value. Unknown fields are refused by name, and
+//! every value is checked before anything is stored.
+//!
+//! ```toml
+//! [[group]]
+//! name = "logistics"
+//! concurrency = 500            # the configured max
+//! connector_rate = 50          # calls per second
+//! service_time = "2s"
+//! db_connections = 60
+//! memory_budget = "720MiB"
+//! working_set = "18MiB"
+//! memory = "64MiB"             # per attempt
+//! deadline = "60s"
+//! grants = ["wasi:clocks/wall-clock@0.2.6"]
+//! ```
+
+use crate::model::ResourceGroup;
+use crate::model::group::CapacityInputs;
+use crate::model::units::{parse_bytes, parse_millis};
+use serde::Deserialize;
+
+/// The defaults of `paddock group set`.
+pub const DEFAULT_FUEL: i64 = 10_000_000_000;
+pub const DEFAULT_MEMORY: &str = "64MiB";
+pub const DEFAULT_DEADLINE: &str = "60s";
+pub const DEFAULT_CONCURRENCY: i64 = 16;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupsFile {
+    #[serde(rename = "group", default)]
+    groups: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    name: String,
+    fuel: Option<i64>,
+    memory: Option<String>,
+    deadline: Option<String>,
+    concurrency: Option<i64>,
+    connector_rate: Option<f64>,
+    service_time: Option<String>,
+    db_connections: Option<i64>,
+    memory_budget: Option<String>,
+    working_set: Option<String>,
+    #[serde(default)]
+    grants: Vec<String>,
+}
+
+/// The groups a file declares, in file order; an error names the group and
+/// the field (`group 'logistics': memory_budget: '0' must be positive`).
+pub fn parse(text: &str) -> Result<Vec<ResourceGroup>, String> {
+    let file: GroupsFile = toml::from_str(text).map_err(|e| {
+        format!(
+            "groups file is not valid: {}",
+            e.to_string().trim_end().replace('\n', " | ")
+        )
+    })?;
+    if file.groups.is_empty() {
+        return Err("groups file declares no [[group]]".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    file.groups
+        .into_iter()
+        .map(|e| {
+            if !seen.insert(e.name.clone()) {
+                return Err(format!("group '{}' is declared twice", e.name));
+            }
+            let name = e.name.clone();
+            entry(e).map_err(|problem| format!("group '{name}': {problem}"))
+        })
+        .collect()
+}
+
+fn entry(e: Entry) -> Result<ResourceGroup, String> {
+    let bytes =
+        |field: &str, text: Option<String>| text.map(|t| parse_bytes(field, &t)).transpose();
+    let grants = serde_json::to_string(&e.grants).map_err(|err| format!("grants: {err}"))?;
+    Ok(ResourceGroup {
+        fuel_per_attempt: e.fuel.unwrap_or(DEFAULT_FUEL),
+        memory_bytes: parse_bytes("memory", e.memory.as_deref().unwrap_or(DEFAULT_MEMORY))?,
+        deadline_ms: parse_millis(
+            "deadline",
+            e.deadline.as_deref().unwrap_or(DEFAULT_DEADLINE),
+        )?,
+        max_concurrency: e.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+        grants,
+        capacity: CapacityInputs {
+            connector_rate_per_s: e.connector_rate,
+            service_time_ms: e
+                .service_time
+                .map(|t| parse_millis("service_time", &t))
+                .transpose()?,
+            db_connections: e.db_connections,
+            memory_budget_bytes: bytes("memory_budget", e.memory_budget)?,
+            working_set_bytes: bytes("working_set", e.working_set)?,
+        },
+        name: e.name,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_logistics_group_parses_with_defaults_for_the_rest() {
+        let groups = parse(
+            "[[group]]\nname = \"logistics\"\nconcurrency = 500\nconnector_rate = 50\n\
+             service_time = \"2s\"\ndb_connections = 60\nmemory_budget = \"720MiB\"\n\
+             working_set = \"18MiB\"\n[[group]]\nname = \"small\"\n",
+        )
+        .unwrap();
+        assert_eq!(groups.len(), 2);
+        let g = &groups[0];
+        assert_eq!(g.max_concurrency, 500);
+        assert_eq!(g.capacity.memory_budget_bytes, Some(720 << 20));
+        assert_eq!(g.capacity.service_time_ms, Some(2_000));
+        assert_eq!(groups[1].memory_bytes, 64 << 20);
+        assert_eq!(groups[1].max_concurrency, DEFAULT_CONCURRENCY);
+    }
+
+    #[test]
+    fn bad_values_name_the_group_and_the_field() {
+        let err = |text: &str| parse(text).unwrap_err();
+        assert_eq!(
+            err("[[group]]\nname = \"g\"\nmemory = \"9999999999GiB\"\n"),
+            "group 'g': memory: '9999999999GiB' is too large (at most 8 EiB)"
+        );
+        assert_eq!(
+            err("[[group]]\nname = \"g\"\nworking_set = \"0\"\n"),
+            "group 'g': working_set: '0' must be positive"
+        );
+        assert!(
+            err("[[group]]\nname = \"g\"\nmemroy = \"1MiB\"\n").contains("unknown field `memroy`")
+        );
+        assert!(
+            err("[[group]]\nname = \"g\"\nconcurrency = -1e3\n")
+                .starts_with("groups file is not valid")
+        );
+        assert_eq!(
+            err("[[group]]\nname = \"g\"\n[[group]]\nname = \"g\"\n"),
+            "group 'g' is declared twice"
+        );
+        assert_eq!(err(""), "groups file declares no [[group]]");
+    }
+}

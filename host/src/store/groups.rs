@@ -1,0 +1,87 @@
+//! A resource group's load: what claims enforce (its effective
+//! concurrency and the input that binds), how many of its triggers run,
+//! and what its recent attempts measured — the observations
+//! [`crate::model::group::effective_concurrency`] is recomputed from.
+
+use super::dialect::now_ms;
+use super::*;
+use crate::model::group::{Capacity, Observed};
+use crate::trigger_state;
+
+/// Attempts the moving window looks back over at most: the newest this
+/// many (by id, a primary-key range), of which those of the group that
+/// ended within the window count. The cost is bounded whatever the
+/// history; a group too quiet to have [`crate::model::group::MIN_SAMPLES`]
+/// among them keeps its configured values.
+pub const WINDOW_ATTEMPTS: i64 = 2_000;
+
+/// What claims enforce for a group now, and how many of its triggers run.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct GroupLoad {
+    pub effective_concurrency: i64,
+    pub effective_binding: String,
+    pub running: i64,
+}
+
+impl Store {
+    /// [`ReadStore::group_load`].
+    pub(super) async fn load_of_group(&self, name: &str) -> StoreResult<Option<GroupLoad>> {
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT effective_concurrency, effective_binding, (SELECT count(*) FROM triggers t \
+             WHERE t.state = ",
+            trigger_state!(running),
+            " AND t.resource_group = g.name) AS running FROM resource_groups g WHERE name = ?"
+        )))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// [`ReadStore::group_observed`].
+    pub(super) async fn observed_of_group(
+        &self,
+        name: &str,
+        window_ms: i64,
+    ) -> StoreResult<Observed> {
+        let (samples, mean, peak): (i64, Option<f64>, Option<i64>) =
+            sqlx::query_as(self.sql(concat!(
+                "SELECT count(*), CAST(avg(a.wall_ms) AS DOUBLE PRECISION), max(a.peak_memory_bytes) \
+                 FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
+                 WHERE a.id > (SELECT coalesce(max(id), 0) FROM attempts) - ? \
+                 AND a.ended_at >= ",
+                now_ms!(),
+                " - ? AND a.wall_ms IS NOT NULL AND t.resource_group = ?"
+            )))
+            .bind(WINDOW_ATTEMPTS)
+            .bind(window_ms)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Observed {
+            samples,
+            service_time_ms: mean,
+            peak_memory_bytes: peak,
+        })
+    }
+
+    /// Store a recomputed effective concurrency. Returns whether it moved
+    /// (the caller logs it).
+    pub async fn group_effective_set(&self, name: &str, capacity: &Capacity) -> StoreResult<bool> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        let moved = sqlx::query(self.sql(
+            "UPDATE resource_groups SET effective_concurrency = ?, effective_binding = ? \
+             WHERE name = ? AND (effective_concurrency <> ? OR effective_binding <> ?)",
+        ))
+        .bind(capacity.effective)
+        .bind(capacity.binding)
+        .bind(name)
+        .bind(capacity.effective)
+        .bind(capacity.binding)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        tx.commit().await?;
+        Ok(moved)
+    }
+}

@@ -1,0 +1,419 @@
+//! Quotas that bite (issue 16): a group's effective concurrency is the
+//! minimum of its inputs, shown with the input that binds, recomputed from
+//! what its attempts measured, and enforced by every claim — across
+//! processes on PostgreSQL. A runner given more slots than the sandbox's
+//! instance pool runs the pool size instead of failing attempts.
+
+use crate::procs::Proc;
+use crate::{Db, TestHost};
+use paddock::lease::governor::govern_once;
+use paddock::model::group::{CONNECTOR, CapacityInputs, MEMORY};
+use paddock::model::{AttemptEnd, Claim, ResourceGroup};
+use paddock::sandbox::{Sandbox, SandboxConfig};
+use paddock::store::prelude::*;
+use paddock::store::{ClaimRequest, NewTrigger, Store};
+use std::time::Duration;
+
+/// The logistics group of issue 16: 50 calls/s × 2 s = 100 in flight, 60
+/// reserved connections, 720 MiB / 18 MiB = 40 — and a configured max of
+/// 500, so the computed inputs are what bind.
+fn logistics() -> ResourceGroup {
+    ResourceGroup {
+        name: "logistics".into(),
+        fuel_per_attempt: 1_000_000_000,
+        memory_bytes: 64 << 20,
+        deadline_ms: 60_000,
+        max_concurrency: 500,
+        grants: "[]".into(),
+        capacity: CapacityInputs {
+            connector_rate_per_s: Some(50.0),
+            service_time_ms: Some(2_000),
+            db_connections: Some(60),
+            memory_budget_bytes: Some(720 << 20),
+            working_set_bytes: Some(18 << 20),
+        },
+    }
+}
+
+/// `n` due manual triggers of `job`.
+async fn triggers(host: &TestHost, job: &str, n: usize) {
+    for i in 0..n {
+        let new = NewTrigger::manual(job, serde_json::json!({ "i": i }), None);
+        host.store.trigger_create(&new).await.unwrap();
+    }
+}
+
+async fn claim(store: &Store, owner: &str, limit: i64) -> Vec<Claim> {
+    store
+        .claim(&ClaimRequest {
+            owner,
+            lease_ms: 60_000,
+            limit,
+            retry_slots: 0,
+            now: None,
+        })
+        .await
+        .unwrap()
+}
+
+/// Claim until a claim comes back empty; every claim taken.
+async fn claim_until_empty(store: &Store, owner: &str) -> Vec<Claim> {
+    let mut all = Vec::new();
+    loop {
+        let batch = claim(store, owner, 100).await;
+        if batch.is_empty() {
+            return all;
+        }
+        all.extend(batch);
+    }
+}
+
+/// End `claims` as succeeded, each having run `wall_ms`.
+async fn finish(store: &Store, claims: &[Claim], wall_ms: i64) {
+    let ends: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            let mut end = AttemptEnd::succeeded(b"{}".to_vec());
+            end.wall_ms = wall_ms;
+            (c.lease("quota-test"), end)
+        })
+        .collect();
+    for r in store.attempt_finish_batch(&ends).await.unwrap() {
+        r.unwrap();
+    }
+}
+
+async fn running(host: &TestHost, group: &str) -> i64 {
+    host.store.group_load(group).await.unwrap().unwrap().running
+}
+
+db_test!(the_logistics_group_runs_40_and_follows_its_service_time);
+async fn the_logistics_group_runs_40_and_follows_its_service_time(db: Db) {
+    let host = TestHost::new(db).await;
+    let capacity = host.registry.group_put(logistics(), "admin").await.unwrap();
+    assert_eq!((capacity.effective, capacity.binding), (40, MEMORY));
+    let limit = |input: &str| {
+        capacity
+            .limits
+            .iter()
+            .find(|l| l.input == input)
+            .unwrap()
+            .limit
+    };
+    assert_eq!((limit(CONNECTOR), limit(MEMORY)), (100, 40));
+    host.job("ship", "noop", "resource_group = \"logistics\"")
+        .await;
+    triggers(&host, "ship", 120).await;
+
+    // Enforced at claim time: 40, not 100 or 120, however often we ask.
+    let first = claim_until_empty(&host.store, "quota-test").await;
+    assert_eq!(first.len(), 40);
+    assert_eq!(running(&host, "logistics").await, 40);
+
+    // The service time falls to 0.5 s: 50/s × 0.5 s = 25 in flight keep
+    // the connector at its stable rate, and the connector binds.
+    finish(&host.store, &first, 500).await;
+    govern_once(&host.store).await.unwrap();
+    let load = host.store.group_load("logistics").await.unwrap().unwrap();
+    assert_eq!(
+        (load.effective_concurrency, load.effective_binding.as_str()),
+        (25, CONNECTOR)
+    );
+    let second = claim_until_empty(&host.store, "quota-test").await;
+    assert_eq!(second.len(), 25);
+    assert_eq!(running(&host, "logistics").await, 25);
+
+    // It rises to 8 s (the window's mean, (40 × 0.5 + 25 × 8) / 65, is
+    // 3.4 s): a slower downstream does not widen the limit past the
+    // baseline's 100 — not 50 × 8 = 400 — so memory binds again at 40,
+    // and 40 in flight at 8 s each complete 5 per second.
+    finish(&host.store, &second, 8_000).await;
+    govern_once(&host.store).await.unwrap();
+    let load = host.store.group_load("logistics").await.unwrap().unwrap();
+    assert_eq!(
+        (load.effective_concurrency, load.effective_binding.as_str()),
+        (40, MEMORY)
+    );
+    let third = claim_until_empty(&host.store, "quota-test").await;
+    assert_eq!(third.len(), 40);
+    assert_eq!(running(&host, "logistics").await, 40);
+}
+
+db_test!(a_full_group_leaves_room_for_others_and_takeovers_need_none);
+async fn a_full_group_leaves_room_for_others_and_takeovers_need_none(db: Db) {
+    let host = TestHost::new(db).await;
+    let mut narrow = logistics();
+    narrow.name = "narrow".into();
+    narrow.max_concurrency = 3;
+    host.registry.group_put(narrow, "admin").await.unwrap();
+    host.job("flood", "noop", "resource_group = \"narrow\"")
+        .await;
+    host.job("other", "noop", "").await;
+    // The narrow group's backlog is first in claim order.
+    triggers(&host, "flood", 50).await;
+    triggers(&host, "other", 5).await;
+    let claims = claim_until_empty(&host.store, "a").await;
+    let of = |job: &str| claims.iter().filter(|c| c.job_id == job).count();
+    assert_eq!((of("flood"), of("other")), (3, 5));
+
+    // The narrow group's holders go silent: their leases lapse. A takeover
+    // adds nothing to the running count, so it needs no room.
+    let mut lapsed: Vec<i64> = claims
+        .iter()
+        .filter(|c| c.job_id == "flood")
+        .map(|c| c.trigger_id)
+        .collect();
+    lapsed.sort_unstable();
+    let taken = host
+        .store
+        .claim(&ClaimRequest {
+            owner: "b",
+            lease_ms: 60_000,
+            limit: 100,
+            retry_slots: 0,
+            now: Some(claims[0].lease_until + 1),
+        })
+        .await
+        .unwrap();
+    let mut taken_over: Vec<i64> = taken
+        .iter()
+        .filter(|c| c.job_id == "flood")
+        .map(|c| c.trigger_id)
+        .collect();
+    taken_over.sort_unstable();
+    assert_eq!(taken_over, lapsed, "the lapsed ones, and no new one");
+    assert_eq!(running(&host, "narrow").await, 3);
+}
+
+db_test!(
+    claims_at_once_from_separate_pools_never_exceed_the_limit,
+    workers = 4
+);
+async fn claims_at_once_from_separate_pools_never_exceed_the_limit(db: Db) {
+    let host = TestHost::new(db).await;
+    let mut group = logistics();
+    group.name = "g".into();
+    group.max_concurrency = 7;
+    host.registry.group_put(group, "admin").await.unwrap();
+    host.job("j", "noop", "resource_group = \"g\"").await;
+    triggers(&host, "j", 60).await;
+    // Four stores with pools of their own, as four processes would have,
+    // released together.
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(Store::open(&host.url).await.unwrap());
+    }
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(stores.len()));
+    let mut claimers = tokio::task::JoinSet::new();
+    for (i, store) in stores.into_iter().enumerate() {
+        let start = start.clone();
+        claimers.spawn(async move {
+            start.wait().await;
+            let mut n = 0;
+            for _ in 0..5 {
+                n += claim(&store, &format!("p{i}"), 3).await.len();
+            }
+            n
+        });
+    }
+    let mut claimed = 0;
+    while let Some(n) = claimers.join_next().await {
+        claimed += n.unwrap();
+    }
+    assert_eq!(claimed, 7, "exactly the limit, whichever claimer got it");
+    assert_eq!(running(&host, "g").await, 7);
+}
+
+db_test!(more_slots_than_the_instance_pool_fail_no_attempt);
+async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
+    let mut host = TestHost::new(db).await;
+    host.sandbox = Sandbox::new(SandboxConfig {
+        max_instances: 2,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let mut group = logistics();
+    group.name = "wide".into();
+    group.capacity = CapacityInputs::default();
+    host.registry.group_put(group, "admin").await.unwrap();
+    host.job("j", "noop", "resource_group = \"wide\"").await;
+    triggers(&host, "j", 12).await;
+    let runner = paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "r".into(),
+            max_concurrency: 8,
+            claim_batch: 8,
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        runner.config().max_concurrency,
+        2,
+        "the pool caps the slots"
+    );
+    let summaries = runner.run_until_idle().await.unwrap();
+    assert_eq!(summaries.len(), 12);
+    for t in host.store.triggers_list(100).await.unwrap() {
+        assert_eq!(
+            t.state.as_str(),
+            "succeeded",
+            "trigger {}: {:?}",
+            t.id,
+            t.error_message
+        );
+        assert_eq!(t.attempts, 1, "no attempt failed on the pool");
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    /// Three `paddock serve` processes, 10 slots each, on a group limited
+    /// to 4: while a burst of gated jobs runs, the group's running count
+    /// never exceeds 4 (sampled at every step and between), reaches it,
+    /// and every job completes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_processes_never_run_more_than_the_group_limit() {
+        let host = TestHost::new(Db::Postgres).await;
+        let ledger = crate::ledger::Ledger::start().await;
+        crate::ledger::put_gate(&host.store, &ledger).await;
+        let mut group = logistics();
+        group.name = "burst".into();
+        group.max_concurrency = 4;
+        group.capacity = CapacityInputs::default();
+        host.registry.group_put(group, "admin").await.unwrap();
+        host.job(
+            "gated",
+            "gated",
+            "resource_group = \"burst\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0",
+        )
+        .await;
+        let mut ids = Vec::new();
+        for _ in 0..12 {
+            ids.push(host.trigger("gated", serde_json::json!({})).await.id);
+        }
+        for id in &ids {
+            ledger.hold_gate(*id, 1).await;
+        }
+        let flags = [
+            "--concurrency",
+            "10",
+            "--claim-batch",
+            "10",
+            "--poll",
+            "20ms",
+        ];
+        let procs: Vec<Proc> = (0..3)
+            .map(|i| Proc::serve(&format!("q{i}"), &host.url, host.dir.path(), &flags))
+            .collect();
+        // A sampler: the running count, as often as the database answers.
+        let sampler = {
+            let store = host.store.clone();
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let stop = done.clone();
+            let task = tokio::spawn(async move {
+                let mut max = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let load = store.group_load("burst").await.unwrap().unwrap();
+                    max = max.max(load.running);
+                    tokio::task::yield_now().await;
+                }
+                max
+            });
+            (done, task)
+        };
+        let mut released = 0;
+        while released < ids.len() {
+            // Wait until the group is full (or all that is left is parked).
+            let want = 4.min(ids.len() - released) as u64;
+            let at_gates =
+                crate::procs::eventually(Duration::from_secs(60), "the group fills", || async {
+                    let at = parked(&ledger, &ids).await;
+                    (at.len() as u64 >= want).then_some(at)
+                })
+                .await;
+            assert!(
+                at_gates.len() <= 4,
+                "more than 4 attempts of the group at their gates: {at_gates:?}"
+            );
+            assert!(running(&host, "burst").await <= 4);
+            // Let one parked attempt finish.
+            ledger.open_gate(at_gates[0], 1).await;
+            released += 1;
+        }
+        crate::procs::eventually(Duration::from_secs(60), "every job completes", || async {
+            let done = sqlx::query_scalar::<_, i64>(
+                host.store
+                    .sql("SELECT count(*) FROM triggers WHERE state = 'succeeded'"),
+            )
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
+            (done == ids.len() as i64).then_some(())
+        })
+        .await;
+        sampler.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        let max = sampler.1.await.unwrap();
+        assert_eq!(max, 4, "the limit was reached and never exceeded");
+        drop(procs);
+        ledger.stop().await;
+    }
+
+    /// The triggers among `ids` whose first attempt waits at its gate now.
+    async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
+        let mut at = Vec::new();
+        for id in ids {
+            if ledger.waiting(&crate::ledger::gate_key(*id, 1)).await > 0 {
+                at.push(*id);
+            }
+        }
+        at
+    }
+}
+
+db_test!(a_groups_file_applies_whole_or_not_at_all);
+async fn a_groups_file_applies_whole_or_not_at_all(db: Db) {
+    let host = TestHost::new(db).await;
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/groups.toml"),
+    )
+    .unwrap();
+    let applied = host.registry.groups_apply(&example, "admin").await.unwrap();
+    let effective: Vec<(&str, i64, &str)> = applied
+        .iter()
+        .map(|(name, c)| (name.as_str(), c.effective, c.binding))
+        .collect();
+    assert_eq!(
+        effective,
+        vec![("logistics", 40, MEMORY), ("batch", 8, "configured max")]
+    );
+    // The second group is refused (memory above the host's ceiling), so
+    // the first, valid one is not stored either.
+    let err = host
+        .registry
+        .groups_apply(
+            "[[group]]\nname = \"fine\"\n[[group]]\nname = \"huge\"\nmemory = \"512GiB\"\n",
+            "admin",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("resource group 'huge': memory must be between"),
+        "{err}"
+    );
+    assert!(host.store.group_get("fine").await.unwrap().is_none());
+    // Every stored group was audited.
+    let puts = host
+        .store
+        .audit_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "group.put")
+        .count();
+    assert_eq!(puts, 2);
+}
