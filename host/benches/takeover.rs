@@ -175,6 +175,7 @@ async fn main() {
                 max_concurrency: 4,
                 grants: "[]".into(),
                 capacity: Default::default(),
+                aging_ms: paddock::model::group::DEFAULT_AGING_MS,
             },
             "bench",
         )

@@ -14,7 +14,7 @@ pub mod groups_file;
 pub mod manifest;
 
 use crate::model::capability::{self, CapabilityManifest};
-use crate::model::group::{Capacity, OBSERVATION_WINDOW_MS, effective_concurrency};
+use crate::model::group::{Capacity, OBSERVATION_WINDOW_MS, TenantQuota, effective_concurrency};
 use crate::model::plan::sha256_hex;
 use crate::model::{ApplyOutcome, ResourceGroup};
 use crate::sandbox::{Sandbox, SandboxError};
@@ -49,6 +49,8 @@ pub enum RegistryError {
     BadGroup { name: String, problem: String },
     #[error("{0}")]
     GroupsFile(String),
+    #[error("tenant '{name}': {problem}")]
+    BadTenant { name: String, problem: String },
 }
 
 // By hand, not `#[from]`: the message already shows the sandbox's text,
@@ -232,6 +234,14 @@ impl Registry {
         Ok(capacity)
     }
 
+    /// Set a tenant's weight in its groups' fair shares and its quota
+    /// (`paddock tenant set`), audited.
+    pub async fn tenant_put(&self, tenant: &TenantQuota, actor: &str) -> Result<(), RegistryError> {
+        tenant_check(tenant)?;
+        self.store.tenant_put(tenant, actor).await?;
+        Ok(())
+    }
+
     /// `paddock group apply`: every group a file declares
     /// ([`groups_file`]), each checked before any is stored, each stored
     /// and audited as [`Registry::group_put`] does.
@@ -239,17 +249,25 @@ impl Registry {
         &self,
         text: &str,
         actor: &str,
-    ) -> Result<Vec<(String, Capacity)>, RegistryError> {
-        let groups = groups_file::parse(text).map_err(RegistryError::GroupsFile)?;
-        for group in &groups {
+    ) -> Result<(Vec<(String, Capacity)>, Vec<TenantQuota>), RegistryError> {
+        let file = groups_file::parse(text).map_err(RegistryError::GroupsFile)?;
+        for group in &file.groups {
             self.group_check(group)?;
         }
+        for tenant in &file.tenants {
+            tenant_check(tenant)?;
+        }
+        for tenant in &file.tenants {
+            self.store.tenant_put(tenant, actor).await?;
+        }
+        let tenants = file.tenants;
+        let groups = file.groups;
         let mut applied = Vec::with_capacity(groups.len());
         for group in groups {
             let name = group.name.clone();
             applied.push((name, self.group_put(group, actor).await?));
         }
-        Ok(applied)
+        Ok((applied, tenants))
     }
 
     /// The checks of [`Registry::group_put`], each naming its field.
@@ -268,6 +286,7 @@ impl Registry {
             ("fuel", group.fuel_per_attempt),
             ("deadline", group.deadline_ms),
             ("concurrency", group.max_concurrency),
+            ("aging", group.aging_ms),
         ] {
             if value <= 0 {
                 return Err(bad(format!("{field} must be positive, not {value}")));
@@ -280,5 +299,24 @@ impl Registry {
             return Err(bad(problem));
         }
         Ok(())
+    }
+}
+
+/// A tenant's name, weight and quota, each checked by name.
+fn tenant_check(tenant: &TenantQuota) -> Result<(), RegistryError> {
+    let bad = |problem: String| RegistryError::BadTenant {
+        name: tenant.tenant.clone(),
+        problem,
+    };
+    manifest::check_tenant(&tenant.tenant).map_err(|e| bad(e.to_string()))?;
+    if tenant.weight <= 0 {
+        return Err(bad(format!(
+            "weight must be positive, not {}",
+            tenant.weight
+        )));
+    }
+    match tenant.max_in_flight {
+        Some(n) if n <= 0 => Err(bad(format!("max-in-flight must be positive, not {n}"))),
+        _ => Ok(()),
     }
 }

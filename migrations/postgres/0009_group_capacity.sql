@@ -24,17 +24,34 @@ ALTER TABLE resource_groups ALTER COLUMN effective_concurrency SET NOT NULL;
 ALTER TABLE resource_groups ADD CONSTRAINT resource_groups_effective_positive
     CHECK (effective_concurrency > 0);
 
--- A claim takes from each group only what it has room for, so each group's
--- due work is walked on its own: the claim lanes lead with the group. A
--- group at its limit costs its claim one index probe, not a walk of its
--- backlog; the groups with room are merged in claim order.
+-- A claim takes from each group only what it has room for, and shares it
+-- between the group's tenants, so each (group, tenant) queue is walked on
+-- its own: the claim lanes lead with the group and the tenant. A group at
+-- its limit costs its claim nothing, a tenant's flood costs it one walk of
+-- at most the group's room; the queues are merged by fair share.
 DROP INDEX IF EXISTS triggers_pending;
 DROP INDEX IF EXISTS triggers_retry;
-CREATE INDEX triggers_pending ON triggers (resource_group, priority, next_run_at, id)
+CREATE INDEX triggers_pending ON triggers (resource_group, tenant, priority, next_run_at, id)
     WHERE state = 'pending';
-CREATE INDEX triggers_retry ON triggers (resource_group, priority, next_run_at, id)
+CREATE INDEX triggers_retry ON triggers (resource_group, tenant, priority, next_run_at, id)
     WHERE state = 'retry_wait';
--- The room: a group's running attempts, counted by the claim from this
--- index (as many entries as the group has running, so at most its limit
--- plus lapsed leases not yet taken over).
-CREATE INDEX triggers_running ON triggers (resource_group) WHERE state = 'running';
+-- The room and the shares: a group's (and each of its tenants') running
+-- attempts, counted by the claim from this index (as many entries as the
+-- group has running, so at most its limit plus lapsed leases not yet
+-- taken over).
+CREATE INDEX triggers_running ON triggers (resource_group, tenant) WHERE state = 'running';
+
+-- Fair shares inside a group: tenants share its room by weight (a tenant
+-- without a row weighs 1), and a tenant's head gains up to one slot's worth
+-- of priority as it waits (`aging_ms` per group): see
+-- store/runner/claim.rs, `fair_order`.
+CREATE TABLE tenants (
+    tenant      TEXT PRIMARY KEY,
+    weight      BIGINT NOT NULL DEFAULT 1 CHECK (weight > 0),
+    -- Attempts of the tenant running at once, across groups, at most
+    -- (NULL: no tenant limit; each group's still applies).
+    max_in_flight BIGINT CHECK (max_in_flight > 0),
+    created_at  BIGINT NOT NULL,
+    updated_at  BIGINT NOT NULL
+);
+ALTER TABLE resource_groups ADD COLUMN aging_ms BIGINT NOT NULL DEFAULT 60000 CHECK (aging_ms > 0);

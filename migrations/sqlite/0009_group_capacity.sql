@@ -20,8 +20,23 @@ UPDATE resource_groups SET effective_concurrency = max_concurrency;
 
 DROP INDEX IF EXISTS triggers_pending;
 DROP INDEX IF EXISTS triggers_retry;
-CREATE INDEX triggers_pending ON triggers (resource_group, priority, next_run_at, id)
+CREATE INDEX triggers_pending ON triggers (resource_group, tenant, priority, next_run_at, id)
     WHERE state = 'pending';
-CREATE INDEX triggers_retry ON triggers (resource_group, priority, next_run_at, id)
+CREATE INDEX triggers_retry ON triggers (resource_group, tenant, priority, next_run_at, id)
     WHERE state = 'retry_wait';
-CREATE INDEX triggers_running ON triggers (resource_group) WHERE state = 'running';
+CREATE INDEX triggers_running ON triggers (resource_group, tenant) WHERE state = 'running';
+
+-- Fair shares inside a group: tenants share its room by weight (a tenant
+-- without a row weighs 1), and a tenant's head gains up to one slot's worth
+-- of priority as it waits (`aging_ms` per group): see
+-- store/runner/claim.rs, `fair_order`.
+CREATE TABLE tenants (
+    tenant      TEXT PRIMARY KEY,
+    weight      INTEGER NOT NULL DEFAULT 1 CHECK (weight > 0),
+    -- Attempts of the tenant running at once, across groups, at most
+    -- (NULL: no tenant limit; each group's still applies).
+    max_in_flight INTEGER CHECK (max_in_flight > 0),
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+ALTER TABLE resource_groups ADD COLUMN aging_ms INTEGER NOT NULL DEFAULT 60000 CHECK (aging_ms > 0);

@@ -205,6 +205,7 @@ impl TestHost {
                     max_concurrency: 64,
                     grants: "[]".into(),
                     capacity: Default::default(),
+                    aging_ms: paddock::model::group::DEFAULT_AGING_MS,
                 },
                 "test",
             )

@@ -32,6 +32,7 @@ fn logistics() -> ResourceGroup {
             memory_budget_bytes: Some(720 << 20),
             working_set_bytes: Some(18 << 20),
         },
+        aging_ms: paddock::model::group::DEFAULT_AGING_MS,
     }
 }
 
@@ -381,7 +382,8 @@ async fn a_groups_file_applies_whole_or_not_at_all(db: Db) {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/groups.toml"),
     )
     .unwrap();
-    let applied = host.registry.groups_apply(&example, "admin").await.unwrap();
+    let (applied, tenants) = host.registry.groups_apply(&example, "admin").await.unwrap();
+    assert_eq!(tenants, vec![quota("acme", 2, Some(20))]);
     let effective: Vec<(&str, i64, &str)> = applied
         .iter()
         .map(|(name, c)| (name.as_str(), c.effective, c.binding))
@@ -413,7 +415,205 @@ async fn a_groups_file_applies_whole_or_not_at_all(db: Db) {
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.action == "group.put")
+        .filter(|e| e.action == "group.put" || e.action == "tenant.put")
         .count();
-    assert_eq!(puts, 2);
+    assert_eq!(puts, 3);
+}
+
+/// A job of `tenant` in `group`, running the noop guest.
+async fn tenant_job(host: &TestHost, id: &str, tenant: &str, group: &str) {
+    let toml = format!(
+        "id = \"{id}\"\ntenant = \"{tenant}\"\nresource_group = \"{group}\"\ncomponent = \"{}\"\n",
+        crate::guest("noop").display()
+    );
+    host.registry
+        .job_apply(&toml, std::path::Path::new("."), "test")
+        .await
+        .unwrap();
+}
+
+/// A group of `slots` with no other input, for the fair-share tests.
+async fn plain_group(host: &TestHost, name: &str, slots: i64) {
+    let mut group = logistics();
+    group.name = name.into();
+    group.max_concurrency = slots;
+    group.capacity = CapacityInputs::default();
+    host.registry.group_put(group, "admin").await.unwrap();
+}
+
+fn tenants_of(claims: &[Claim]) -> (usize, usize) {
+    let a = claims.iter().filter(|c| c.tenant == "a").count();
+    (a, claims.len() - a)
+}
+
+db_test!(a_flooding_tenant_yields_freed_slots_to_a_newcomer_until_they_are_even);
+async fn a_flooding_tenant_yields_freed_slots_to_a_newcomer_until_they_are_even(db: Db) {
+    let host = TestHost::new(db).await;
+    plain_group(&host, "shared", 4).await;
+    tenant_job(&host, "flood", "a", "shared").await;
+    tenant_job(&host, "victim", "b", "shared").await;
+    triggers(&host, "flood", 100).await;
+    // Alone, A takes the whole room: work-conserving.
+    let first = claim_until_empty(&host.store, "r").await;
+    assert_eq!(tenants_of(&first), (4, 0));
+    // B arrives behind A's 96 waiting. Two of A's end: both freed slots go
+    // to B (B runs 0, A 2), then B and A are even.
+    triggers(&host, "victim", 10).await;
+    finish(&host.store, &first[..2], 10).await;
+    let second = claim_until_empty(&host.store, "r").await;
+    assert_eq!(tenants_of(&second), (0, 2));
+    // Even at 2 and 2: the next two freed slots split one each.
+    finish(&host.store, &[first[2].clone(), second[0].clone()], 10).await;
+    let third = claim_until_empty(&host.store, "r").await;
+    assert_eq!(tenants_of(&third), (1, 1));
+}
+
+db_test!(tenants_share_a_group_by_weight);
+async fn tenants_share_a_group_by_weight(db: Db) {
+    let host = TestHost::new(db).await;
+    plain_group(&host, "shared", 8).await;
+    host.registry
+        .tenant_put(&quota("b", 3, None), "admin")
+        .await
+        .unwrap();
+    tenant_job(&host, "flood", "a", "shared").await;
+    tenant_job(&host, "victim", "b", "shared").await;
+    triggers(&host, "flood", 50).await;
+    triggers(&host, "victim", 50).await;
+    // Weight 3 against 1: 6 slots to 2 of 8.
+    let claims = claim_until_empty(&host.store, "r").await;
+    assert_eq!(tenants_of(&claims), (2, 6));
+    let err = host
+        .registry
+        .tenant_put(&quota("b", 0, None), "admin")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tenant 'b': weight must be positive, not 0"
+    );
+}
+
+db_test!(
+    with_real_runners_a_victim_starts_within_its_bound_under_a_flood,
+    workers = 4
+);
+/// Tenant A enqueues 200 no-op triggers, then tenant B 10, in a group of
+/// S = 4 slots, and one runner with 4 slots drains them all. With equal
+/// weights every start goes to the tenant with fewer running (the aging
+/// bonus moves that by at most one slot), so B's k-th start comes within
+/// 2k + S + 2 starts; B's 10th within the first 26 — batching (claims of
+/// 2 to 4) can shift an end of a batch, so 28 is asserted. In FIFO order B
+/// would start after all of A's 200. A still gets every slot B does not
+/// want: all 210 run, on one attempt each.
+async fn with_real_runners_a_victim_starts_within_its_bound_under_a_flood(db: Db) {
+    let host = TestHost::new(db).await;
+    plain_group(&host, "shared", 4).await;
+    tenant_job(&host, "flood", "a", "shared").await;
+    tenant_job(&host, "victim", "b", "shared").await;
+    triggers(&host, "flood", 200).await;
+    triggers(&host, "victim", 10).await;
+    let runner = paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "r".into(),
+            max_concurrency: 4,
+            claim_batch: 4,
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    let summaries = runner.run_until_idle().await.unwrap();
+    assert_eq!(summaries.len(), 210);
+    let starts: Vec<String> = sqlx::query_scalar(host.store.sql(
+        "SELECT t.tenant FROM attempts a JOIN triggers t ON t.id = a.trigger_id ORDER BY a.id",
+    ))
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(starts.len(), 210, "one attempt each");
+    let last_b = starts.iter().rposition(|t| t == "b").unwrap() + 1;
+    assert!(
+        last_b <= 28,
+        "B's last start was start {last_b} of 210: {starts:?}"
+    );
+}
+
+fn quota(
+    tenant: &str,
+    weight: i64,
+    max_in_flight: Option<i64>,
+) -> paddock::model::group::TenantQuota {
+    paddock::model::group::TenantQuota {
+        tenant: tenant.into(),
+        weight,
+        max_in_flight,
+    }
+}
+
+db_test!(a_tenant_at_its_max_in_flight_waits_with_the_reason_shown);
+async fn a_tenant_at_its_max_in_flight_waits_with_the_reason_shown(db: Db) {
+    let host = TestHost::new(db).await;
+    plain_group(&host, "one", 10).await;
+    plain_group(&host, "two", 10).await;
+    host.registry
+        .tenant_put(&quota("a", 1, Some(3)), "admin")
+        .await
+        .unwrap();
+    tenant_job(&host, "a1", "a", "one").await;
+    tenant_job(&host, "a2", "a", "two").await;
+    tenant_job(&host, "b1", "b", "one").await;
+    triggers(&host, "a1", 5).await;
+    triggers(&host, "a2", 5).await;
+    triggers(&host, "b1", 2).await;
+    // Across both groups, A runs 3 at most; B is not held back by it.
+    let claims = claim_until_empty(&host.store, "r").await;
+    assert_eq!(tenants_of(&claims), (3, 2));
+    let waiting = host
+        .store
+        .triggers_list(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.tenant == "a" && t.state.as_str() == "pending")
+        .unwrap();
+    let reason = host.store.wait_reason(&waiting).await.unwrap().unwrap();
+    assert_eq!(reason, "tenant a is at its max in flight: 3 of 3 running");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["--database-url", &host.url, "trigger", "show"])
+        .arg(waiting.id.to_string())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("waiting       tenant a is at its max in flight: 3 of 3 running"),
+        "{shown}"
+    );
+    // One of A's ends: one more of A's may start.
+    finish(&host.store, &claims[..1], 10).await;
+    let more = claim_until_empty(&host.store, "r").await;
+    let ended_a = claims[0].tenant == "a";
+    assert_eq!(tenants_of(&more), (usize::from(ended_a), 0));
+    // A full group says so.
+    let mut full = logistics();
+    full.name = "full".into();
+    full.max_concurrency = 1;
+    full.capacity = CapacityInputs::default();
+    host.registry.group_put(full, "admin").await.unwrap();
+    tenant_job(&host, "c1", "c", "full").await;
+    triggers(&host, "c1", 2).await;
+    claim_until_empty(&host.store, "r").await;
+    let queued = host
+        .store
+        .triggers_list(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.tenant == "c" && t.state.as_str() == "pending")
+        .unwrap();
+    assert_eq!(
+        host.store.wait_reason(&queued).await.unwrap().unwrap(),
+        "group full is full: 1 of 1 running (bound by configured max)"
+    );
 }

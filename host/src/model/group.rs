@@ -18,7 +18,23 @@ pub struct ResourceGroup {
     pub grants: String,
     /// The other inputs of [`effective_concurrency`], each optional.
     pub capacity: CapacityInputs,
+    /// Fair shares between the group's tenants: a tenant's oldest waiting
+    /// trigger gains up to one slot's worth of priority over this long
+    /// (`store/runner/claim.rs`, `fair_score`). Default [`DEFAULT_AGING_MS`].
+    pub aging_ms: i64,
 }
+
+/// A tenant's share and quota: its weight in each group's fair shares
+/// (1 if never set) and the attempts it may run at once across groups.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantQuota {
+    pub tenant: String,
+    pub weight: i64,
+    pub max_in_flight: Option<i64>,
+}
+
+/// A minute: a tenant kept waiting that long gains one slot on equals.
+pub const DEFAULT_AGING_MS: i64 = 60_000;
 
 impl ResourceGroup {
     pub fn grant_list(&self) -> Vec<String> {
@@ -260,6 +276,7 @@ mod tests {
                 memory_budget_bytes: Some(720 << 20),
                 working_set_bytes: Some(18 << 20),
             },
+            aging_ms: DEFAULT_AGING_MS,
         }
     }
 

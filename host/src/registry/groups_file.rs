@@ -16,10 +16,16 @@
 //! memory = "64MiB"             # per attempt
 //! deadline = "60s"
 //! grants = ["wasi:clocks/wall-clock@0.2.6"]
+//! aging = "60s"                # fair shares: a waiting tenant gains a slot
+//!
+//! [[tenant]]
+//! name = "acme"
+//! weight = 2                   # twice the share of a tenant of weight 1
+//! max_in_flight = 20           # across groups
 //! ```
 
 use crate::model::ResourceGroup;
-use crate::model::group::CapacityInputs;
+use crate::model::group::{CapacityInputs, DEFAULT_AGING_MS, TenantQuota};
 use crate::model::units::{parse_bytes, parse_millis};
 use serde::Deserialize;
 
@@ -31,9 +37,30 @@ pub const DEFAULT_CONCURRENCY: i64 = 16;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GroupsFile {
+struct File {
     #[serde(rename = "group", default)]
     groups: Vec<Entry>,
+    #[serde(rename = "tenant", default)]
+    tenants: Vec<TenantEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantEntry {
+    name: String,
+    #[serde(default = "one")]
+    weight: i64,
+    max_in_flight: Option<i64>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// What a groups file declares: groups, and tenants' weights.
+pub struct GroupsFile {
+    pub groups: Vec<ResourceGroup>,
+    pub tenants: Vec<TenantQuota>,
 }
 
 #[derive(Deserialize)]
@@ -51,22 +78,25 @@ struct Entry {
     working_set: Option<String>,
     #[serde(default)]
     grants: Vec<String>,
+    aging: Option<String>,
 }
 
-/// The groups a file declares, in file order; an error names the group and
-/// the field (`group 'logistics': memory_budget: '0' must be positive`).
-pub fn parse(text: &str) -> Result<Vec<ResourceGroup>, String> {
-    let file: GroupsFile = toml::from_str(text).map_err(|e| {
+/// The groups and tenants a file declares, in file order; an error names
+/// the group and the field (`group 'logistics': memory_budget: '0' must be
+/// positive`).
+pub fn parse(text: &str) -> Result<GroupsFile, String> {
+    let file: File = toml::from_str(text).map_err(|e| {
         format!(
             "groups file is not valid: {}",
             e.to_string().trim_end().replace('\n', " | ")
         )
     })?;
-    if file.groups.is_empty() {
-        return Err("groups file declares no [[group]]".into());
+    if file.groups.is_empty() && file.tenants.is_empty() {
+        return Err("groups file declares no [[group]] and no [[tenant]]".into());
     }
     let mut seen = std::collections::HashSet::new();
-    file.groups
+    let groups = file
+        .groups
         .into_iter()
         .map(|e| {
             if !seen.insert(e.name.clone()) {
@@ -75,7 +105,23 @@ pub fn parse(text: &str) -> Result<Vec<ResourceGroup>, String> {
             let name = e.name.clone();
             entry(e).map_err(|problem| format!("group '{name}': {problem}"))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    let mut seen = std::collections::HashSet::new();
+    let tenants = file
+        .tenants
+        .into_iter()
+        .map(|t| {
+            if !seen.insert(t.name.clone()) {
+                return Err(format!("tenant '{}' is declared twice", t.name));
+            }
+            Ok(TenantQuota {
+                tenant: t.name,
+                weight: t.weight,
+                max_in_flight: t.max_in_flight,
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(GroupsFile { groups, tenants })
 }
 
 fn entry(e: Entry) -> Result<ResourceGroup, String> {
@@ -101,6 +147,11 @@ fn entry(e: Entry) -> Result<ResourceGroup, String> {
             memory_budget_bytes: bytes("memory_budget", e.memory_budget)?,
             working_set_bytes: bytes("working_set", e.working_set)?,
         },
+        aging_ms: e
+            .aging
+            .map(|t| parse_millis("aging", &t))
+            .transpose()?
+            .unwrap_or(DEFAULT_AGING_MS),
         name: e.name,
     })
 }
@@ -114,10 +165,24 @@ mod tests {
         let groups = parse(
             "[[group]]\nname = \"logistics\"\nconcurrency = 500\nconnector_rate = 50\n\
              service_time = \"2s\"\ndb_connections = 60\nmemory_budget = \"720MiB\"\n\
-             working_set = \"18MiB\"\n[[group]]\nname = \"small\"\n",
+             working_set = \"18MiB\"\n[[group]]\nname = \"small\"\naging = \"2m\"\n\
+             [[tenant]]\nname = \"acme\"\nweight = 3\n",
         )
         .unwrap();
+        assert_eq!(
+            groups.tenants,
+            vec![TenantQuota {
+                tenant: "acme".into(),
+                weight: 3,
+                max_in_flight: None
+            }]
+        );
+        let groups = groups.groups;
         assert_eq!(groups.len(), 2);
+        assert_eq!(
+            (groups[0].aging_ms, groups[1].aging_ms),
+            (DEFAULT_AGING_MS, 120_000)
+        );
         let g = &groups[0];
         assert_eq!(g.max_concurrency, 500);
         assert_eq!(g.capacity.memory_budget_bytes, Some(720 << 20));
@@ -128,7 +193,7 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_group_and_the_field() {
-        let err = |text: &str| parse(text).unwrap_err();
+        let err = |text: &str| parse(text).err().unwrap();
         assert_eq!(
             err("[[group]]\nname = \"g\"\nmemory = \"9999999999GiB\"\n"),
             "group 'g': memory: '9999999999GiB' is too large (at most 8 EiB)"
@@ -148,6 +213,10 @@ mod tests {
             err("[[group]]\nname = \"g\"\n[[group]]\nname = \"g\"\n"),
             "group 'g' is declared twice"
         );
-        assert_eq!(err(""), "groups file declares no [[group]]");
+        assert_eq!(
+            err(""),
+            "groups file declares no [[group]] and no [[tenant]]"
+        );
+        assert!(err("[[tenant]]\nname = \"a\"\nwieght = 2\n").contains("unknown field `wieght`"));
     }
 }

@@ -183,6 +183,11 @@ impl JobManifest {
 }
 
 /// Names that appear inside plan keys must not contain their separators.
+/// A tenant name as manifests allow it (letters, digits, `.`, `_`, `-`).
+pub fn check_tenant(tenant: &str) -> Result<(), ManifestError> {
+    check_name("tenant", tenant)
+}
+
 fn check_name(field: &str, value: &str) -> Result<(), ManifestError> {
     if value.is_empty() || value.len() > 128 {
         return Err(field_error(field, "must be 1 to 128 characters"));

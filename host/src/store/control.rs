@@ -7,7 +7,7 @@ use super::columns::{connector_columns, effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
 use crate::model::audit;
-use crate::model::group::Capacity;
+use crate::model::group::{Capacity, TenantQuota};
 use crate::model::plan::{ApplyDecision, decide_apply};
 use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
 use crate::trigger_state;
@@ -82,7 +82,7 @@ impl ControlStore for Store {
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
              max_concurrency, grants, connector_rate_per_s, service_time_ms, db_connections, \
              memory_budget_bytes, working_set_bytes, effective_concurrency, effective_binding, \
-             created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+             aging_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -94,7 +94,8 @@ impl ControlStore for Store {
              memory_budget_bytes = excluded.memory_budget_bytes, \
              working_set_bytes = excluded.working_set_bytes, \
              effective_concurrency = excluded.effective_concurrency, \
-             effective_binding = excluded.effective_binding, updated_at = excluded.updated_at"
+             effective_binding = excluded.effective_binding, aging_ms = excluded.aging_ms, \
+             updated_at = excluded.updated_at"
         )))
         .bind(&group.name)
         .bind(group.fuel_per_attempt)
@@ -109,6 +110,7 @@ impl ControlStore for Store {
         .bind(inputs.working_set_bytes)
         .bind(capacity.effective)
         .bind(capacity.binding)
+        .bind(group.aging_ms)
         .execute(&mut *tx)
         .await?;
         self.audit_append(
@@ -118,6 +120,35 @@ impl ControlStore for Store {
             &group.name,
             serde_json::json!({ "group": group, "effective_concurrency": capacity.effective,
                 "binding": capacity.binding }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Set a tenant's weight in fair shares, audited.
+    async fn tenant_put(&self, tenant: &TenantQuota, actor: &str) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO tenants (tenant, weight, max_in_flight, created_at, updated_at) \
+             VALUES (?, ?, ?, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ") ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight, \
+             max_in_flight = excluded.max_in_flight, updated_at = excluded.updated_at"
+        )))
+        .bind(&tenant.tenant)
+        .bind(tenant.weight)
+        .bind(tenant.max_in_flight)
+        .execute(&mut *tx)
+        .await?;
+        self.audit_append(
+            &mut tx,
+            actor,
+            "tenant.put",
+            &tenant.tenant,
+            serde_json::to_value(tenant).unwrap_or_default(),
         )
         .await?;
         tx.commit().await?;

@@ -5,7 +5,7 @@
 
 use super::dialect::now_ms;
 use super::*;
-use crate::model::group::{Capacity, Observed};
+use crate::model::group::{Capacity, Observed, TenantQuota};
 use crate::trigger_state;
 
 /// Attempts the moving window looks back over at most: the newest this
@@ -83,5 +83,67 @@ impl Store {
             == 1;
         tx.commit().await?;
         Ok(moved)
+    }
+
+    /// Every tenant with a weight set (`paddock tenant list`); a tenant
+    /// without a row weighs 1.
+    pub async fn tenants_list(&self) -> StoreResult<Vec<TenantQuota>> {
+        let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(
+            self.sql("SELECT tenant, weight, max_in_flight FROM tenants ORDER BY tenant"),
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(tenant, weight, max_in_flight)| TenantQuota {
+                tenant,
+                weight,
+                max_in_flight,
+            })
+            .collect())
+    }
+
+    /// Why a trigger that could run is still waiting, for people
+    /// (`trigger show`, `trigger list`): not due yet, its group full, its
+    /// tenant at its max in flight, or waiting its turn. `None` once it
+    /// runs or ended.
+    pub async fn wait_reason(&self, t: &TriggerRecord) -> StoreResult<Option<String>> {
+        use crate::model::TriggerState::{Pending, RetryWait};
+        if !matches!(t.state, Pending | RetryWait) {
+            return Ok(None);
+        }
+        let now = self.now_ms().await?;
+        if t.next_run_at > now {
+            let at = crate::model::time::rfc3339(crate::model::time::from_millis(t.next_run_at));
+            return Ok(Some(format!("not due until {at}")));
+        }
+        if let Some(load) = self.load_of_group(&t.resource_group).await?
+            && load.running >= load.effective_concurrency
+        {
+            return Ok(Some(format!(
+                "group {} is full: {} of {} running (bound by {})",
+                t.resource_group, load.running, load.effective_concurrency, load.effective_binding
+            )));
+        }
+        let quota: Option<(Option<i64>, i64)> = sqlx::query_as(self.sql(concat!(
+            "SELECT max_in_flight, (SELECT count(*) FROM triggers r WHERE r.state = ",
+            trigger_state!(running),
+            " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
+        )))
+        .bind(&t.tenant)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some((Some(max), running)) = quota
+            && running >= max
+        {
+            return Ok(Some(format!(
+                "tenant {} is at its max in flight: {running} of {max} running",
+                t.tenant
+            )));
+        }
+        Ok(Some(format!(
+            "due: waiting for a claim (group {} shares its room between tenants by weight)",
+            t.resource_group
+        )))
     }
 }

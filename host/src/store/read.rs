@@ -25,6 +25,7 @@ pub(super) struct GroupRow {
     db_connections: Option<i64>,
     memory_budget_bytes: Option<i64>,
     working_set_bytes: Option<i64>,
+    aging_ms: i64,
 }
 
 /// The columns of a [`GroupRow`].
@@ -32,7 +33,7 @@ macro_rules! group_columns {
     () => {
         "name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants, \
          connector_rate_per_s, service_time_ms, db_connections, memory_budget_bytes, \
-         working_set_bytes"
+         working_set_bytes, aging_ms"
     };
 }
 
@@ -52,6 +53,7 @@ impl From<GroupRow> for ResourceGroup {
                 memory_budget_bytes: row.memory_budget_bytes,
                 working_set_bytes: row.working_set_bytes,
             },
+            aging_ms: row.aging_ms,
         }
     }
 }

@@ -368,6 +368,12 @@ pub trait ControlStore: ReadStore + Counters {
     /// running one is asked to stop at its next safe point. False when it
     /// is already finished.
     async fn trigger_request_cancel(&self, id: i64) -> StoreResult<bool>;
+    /// Set a tenant's weight in fair shares and its quota, audited.
+    async fn tenant_put(
+        &self,
+        tenant: &crate::model::group::TenantQuota,
+        actor: &str,
+    ) -> StoreResult<()>;
     /// Create or change a connector, audited.
     async fn connector_put(&self, connector: &ConnectorRecord, actor: &str) -> StoreResult<()>;
     /// Resolve an open ticket with one of its allowed actions, audited.

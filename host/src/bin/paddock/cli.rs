@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::ResourceGroup;
-use paddock::model::group::{CapacityInputs, OBSERVATION_WINDOW_MS};
+use paddock::model::group::{CapacityInputs, OBSERVATION_WINDOW_MS, TenantQuota};
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
@@ -57,6 +57,9 @@ enum Command {
     /// Set and list resource groups.
     #[command(subcommand)]
     Group(GroupCmd),
+    /// Set and list tenants' weights in their groups' fair shares.
+    #[command(subcommand)]
+    Tenant(TenantCmd),
     /// Create, list and show triggers.
     #[command(subcommand)]
     Trigger(TriggerCmd),
@@ -135,6 +138,10 @@ enum GroupCmd {
         /// One attempt's working set (e.g. 18MiB); the observed peak replaces it.
         #[arg(long)]
         working_set: Option<String>,
+        /// Fair shares between the group's tenants: a tenant kept waiting
+        /// this long gains one slot's worth of priority on its equals.
+        #[arg(long, default_value = "60s")]
+        aging: String,
         /// An import beyond paddock:job to grant (repeatable).
         #[arg(long = "grant")]
         grants: Vec<String>,
@@ -148,6 +155,24 @@ enum GroupCmd {
     /// Show a group: each input of its effective concurrency, the result,
     /// which input binds, and how many of its attempts run now.
     Show { name: String },
+}
+
+#[derive(Subcommand)]
+enum TenantCmd {
+    /// Set a tenant's weight: inside each group, tenants share the room by
+    /// weight (a tenant never set weighs 1).
+    Set {
+        name: String,
+        /// Its weight in each group's fair shares.
+        #[arg(long, default_value_t = 1)]
+        weight: i64,
+        /// Attempts of the tenant running at once, across groups (a claim
+        /// takes no more; its triggers wait, the reason shown by `trigger show`).
+        #[arg(long)]
+        max_in_flight: Option<i64>,
+    },
+    /// List the tenants whose weight or quota was set.
+    List,
 }
 
 #[derive(Subcommand)]
@@ -302,6 +327,20 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Component(cmd) => return component(&host, cmd, actor).await,
         Command::Job(cmd) => return job(&host, cmd, actor).await,
         Command::Group(cmd) => return group(&host, cmd, actor).await,
+        Command::Tenant(TenantCmd::Set {
+            name,
+            weight,
+            max_in_flight,
+        }) => {
+            let tenant = TenantQuota {
+                tenant: name,
+                weight,
+                max_in_flight,
+            };
+            host.registry.tenant_put(&tenant, actor).await?;
+            print::tenants(&[tenant]);
+        }
+        Command::Tenant(TenantCmd::List) => print::tenants(&host.store.tenants_list().await?),
         Command::Trigger(cmd) => return trigger(&host, cmd, actor).await,
         Command::Audit(cmd) => return audit(&host, cmd).await,
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
@@ -408,6 +447,7 @@ async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCo
             db_connections,
             memory_budget,
             working_set,
+            aging,
             grants,
         } => {
             let bytes = |field: &str, text: Option<String>| {
@@ -429,6 +469,7 @@ async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCo
                     memory_budget_bytes: bytes("memory-budget", memory_budget)?,
                     working_set_bytes: bytes("working-set", working_set)?,
                 },
+                aging_ms: millis_arg("aging", &aging)?,
             };
             let capacity = host.registry.group_put(group, actor).await?;
             println!(
@@ -439,7 +480,9 @@ async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCo
         GroupCmd::Apply { file } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read '{}'", file.display()))?;
-            for (name, capacity) in host.registry.groups_apply(&text, actor).await? {
+            let (applied, tenants) = host.registry.groups_apply(&text, actor).await?;
+            print::tenants(&tenants);
+            for (name, capacity) in applied {
                 println!(
                     "group {name} set: effective concurrency {} (bound by {})",
                     capacity.effective, capacity.binding

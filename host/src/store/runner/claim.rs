@@ -32,6 +32,7 @@ use super::super::dialect::now_ms;
 use super::super::*;
 use crate::model::{Claim, FencingToken};
 use crate::trigger_state;
+use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 
 /// A claimable trigger as SQLite's candidate scan reports it, before the
@@ -55,6 +56,8 @@ struct Candidate {
     origin: String,
     /// When its first attempt started, if it had one.
     first_started_at: Option<i64>,
+    /// Its place in its lane's order ([`fair_score`]; takeovers first).
+    score: f64,
 }
 
 impl Candidate {
@@ -75,6 +78,7 @@ impl Candidate {
             resource_group: row.get(12)?,
             origin: row.get(13)?,
             first_started_at: row.get(14)?,
+            score: TAKEOVER_SCORE,
         })
     }
 }
@@ -163,56 +167,146 @@ macro_rules! candidate_columns {
     };
 }
 
-/// Each group's room: its effective concurrency less its running triggers
-/// (lapsed leases still count: their holder may only be paused).
+/// Each group's room — its effective concurrency less its running
+/// triggers (lapsed leases still count: their holder may only be paused)
+/// — and its aging period.
 pub(in crate::store) const ROOM: &str = concat!(
     "SELECT g.name, g.effective_concurrency - (SELECT count(*) FROM triggers r WHERE r.state = ",
     trigger_state!(running),
-    " AND r.resource_group = g.name) FROM resource_groups g"
+    " AND r.resource_group = g.name), g.aging_ms FROM resource_groups g"
 );
 
-/// SQLite's candidates, by id: per group with room, up to min(room,
-/// `limit`) of each claim lane; and up to `limit` lapsed leases, whatever
-/// their group's room (a takeover adds nothing to the running count).
+/// A group's room and aging period.
+#[derive(Clone, Copy)]
+struct Room {
+    room: i64,
+    aging_ms: i64,
+}
+
+/// Where a takeover goes in its lane: first (its attempt already started
+/// and is stuck; it needs no room).
+const TAKEOVER_SCORE: f64 = -1e9;
+
+/// The fair-share score of a tenant's `k`-th (1-based, in its queue's
+/// order) candidate in a lane: its running attempts plus `k`, over its
+/// weight — so slots go to the tenant with the fewest per unit of weight,
+/// k by k (stride scheduling) — less an aging bonus of up to one slot as
+/// its oldest candidate waits (`head_wait_ms` of `aging_ms`): a waiting
+/// tenant gains on equals, and a flood's backlog, however old, never buys
+/// more than one slot. Lower goes first. PostgreSQL's claim computes the
+/// same expression (`store/runner/postgres.rs`).
+pub(super) fn fair_score(
+    running: i64,
+    k: i64,
+    weight: i64,
+    head_wait_ms: i64,
+    aging_ms: i64,
+) -> f64 {
+    (running + k) as f64 / weight.max(1) as f64
+        - (head_wait_ms.max(0) as f64 / aging_ms.max(1) as f64).min(1.0)
+}
+
+/// The tenants with `state` work in `group`: a loose walk of that state's
+/// claim index, one probe per tenant, whatever their backlogs.
+macro_rules! tenants_walk {
+    ($state:ident) => {
+        concat!(
+            "WITH RECURSIVE q (tenant) AS (SELECT (SELECT tenant FROM triggers WHERE state = ",
+            trigger_state!($state),
+            " AND resource_group = ?1 ORDER BY tenant LIMIT 1) \
+             UNION ALL SELECT (SELECT tenant FROM triggers WHERE state = ",
+            trigger_state!($state),
+            " AND resource_group = ?1 AND tenant > q.tenant ORDER BY tenant LIMIT 1) \
+             FROM q WHERE q.tenant IS NOT NULL) SELECT tenant FROM q WHERE tenant IS NOT NULL"
+        )
+    };
+}
+
+/// SQLite's candidates, by id, each scored ([`fair_score`]): per group
+/// with room and per tenant with due work in it, up to min(room, `limit`)
+/// of each claim lane; and up to `limit` lapsed leases, whatever their
+/// group's room (a takeover adds nothing to the running count).
 fn candidates_in(
     tx: &rusqlite::Transaction<'_>,
     now: i64,
     limit: i64,
-    room: &HashMap<String, i64>,
+    rooms: &HashMap<String, Room>,
+    tenant_rooms: &mut HashMap<String, i64>,
 ) -> StoreResult<HashMap<i64, Candidate>> {
     // Each lane is an ordered walk of an index that stops after its rows:
-    // `triggers_retry` and `triggers_pending` (resource_group, priority,
-    // next_run_at, id) per group, `triggers_lease` (lease_until, running
-    // rows only) for lapsed leases — so the cost follows the batch, not the
-    // backlog, the number running, or a full group's queue. The walks read
-    // only index columns; the rows are read once, for what the claim needs.
+    // `triggers_retry` and `triggers_pending` (resource_group, tenant,
+    // priority, next_run_at, id) per (group, tenant), `triggers_lease`
+    // (lease_until, running rows only) for lapsed leases — so the cost
+    // follows the batch and the tenants waiting, not the backlog, the
+    // number running, or a full group's queue. The walks read only index
+    // columns; the rows are read once, for what the claim needs.
     let mut due = tx.prepare_cached(concat!(
         candidate_columns!(),
         "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
              WHERE state = ",
         trigger_state!(retry_wait),
-        " AND resource_group = ?3 AND next_run_at <= ?1 \
+        " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
              ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
          UNION ALL \
          SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
              WHERE state = ",
         trigger_state!(pending),
-        " AND resource_group = ?3 AND next_run_at <= ?1 \
+        " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
              ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))) AS c \
          JOIN triggers t ON t.id = c.id"
     ))?;
+    let mut pending_tenants = tx.prepare_cached(tenants_walk!(pending))?;
+    let mut retry_tenants = tx.prepare_cached(tenants_walk!(retry_wait))?;
+    let mut running_of = tx.prepare_cached(concat!(
+        "SELECT count(*) FROM triggers WHERE state = ",
+        trigger_state!(running),
+        " AND resource_group = ?1 AND tenant = ?2"
+    ))?;
+    let mut quota_of =
+        tx.prepare_cached("SELECT weight, max_in_flight FROM tenants WHERE tenant = ?1")?;
+    let mut tenant_running = tx.prepare_cached(concat!(
+        "SELECT count(*) FROM triggers WHERE state = ",
+        trigger_state!(running),
+        " AND tenant = ?1"
+    ))?;
     let mut candidates = HashMap::new();
-    for (group, room) in room {
-        if *room <= 0 {
+    for (group, room) in rooms {
+        if room.room <= 0 {
             continue;
         }
-        let rows = due.query_map(
-            rusqlite::params![now, limit.min(*room), group],
-            Candidate::from_row,
-        )?;
-        for c in rows {
-            let c = c?;
-            candidates.insert(c.id, c);
+        let mut tenants = std::collections::BTreeSet::new();
+        for walk in [&mut pending_tenants, &mut retry_tenants] {
+            for tenant in walk.query_map([group], |row| row.get::<_, String>(0))? {
+                tenants.insert(tenant?);
+            }
+        }
+        for tenant in tenants {
+            let running: i64 =
+                running_of.query_row(rusqlite::params![group, tenant], |r| r.get(0))?;
+            let (weight, max_in_flight): (i64, Option<i64>) = quota_of
+                .query_row([&tenant], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?
+                .unwrap_or((1, None));
+            let tenant_room = match (max_in_flight, tenant_rooms.get(&tenant)) {
+                (None, _) => limit,
+                (Some(_), Some(room)) => *room,
+                (Some(max), None) => {
+                    let running: i64 = tenant_running.query_row([&tenant], |r| r.get(0))?;
+                    tenant_rooms.insert(tenant.clone(), max - running);
+                    max - running
+                }
+            };
+            if tenant_room <= 0 {
+                continue;
+            }
+            let mut queue = due
+                .query_map(
+                    rusqlite::params![now, limit.min(room.room).min(tenant_room), group, tenant],
+                    Candidate::from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            score_queue(&mut queue, running, weight, now, room.aging_ms);
+            candidates.extend(queue.into_iter().map(|c| (c.id, c)));
         }
     }
     let mut lapsed = tx.prepare_cached(concat!(
@@ -229,32 +323,65 @@ fn candidates_in(
     Ok(candidates)
 }
 
-/// Each group's room ([`ROOM`]).
-fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, i64>> {
+/// Score one tenant's queue in a group ([`fair_score`]): in each lane, its
+/// k-th candidate in (priority, next_run_at, id) order, aged by the lane's
+/// oldest.
+fn score_queue(queue: &mut [Candidate], running: i64, weight: i64, now: i64, aging_ms: i64) {
+    queue.sort_unstable_by_key(|c| (c.lane, c.priority, c.next_run_at, c.id));
+    for lane in [0, 1] {
+        let head = queue
+            .iter()
+            .filter(|c| c.lane == lane)
+            .map(|c| c.next_run_at)
+            .min()
+            .unwrap_or(now);
+        for (k, c) in queue.iter_mut().filter(|c| c.lane == lane).enumerate() {
+            c.score = fair_score(running, k as i64 + 1, weight, now - head, aging_ms);
+        }
+    }
+}
+
+/// Each group's [`Room`] ([`ROOM`]).
+fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, Room>> {
     let mut room = tx.prepare_cached(ROOM)?;
-    let rows = room.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let rows = room.query_map([], |row| {
+        Ok((
+            row.get(0)?,
+            Room {
+                room: row.get(1)?,
+                aging_ms: row.get(2)?,
+            },
+        ))
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The cut of a chosen batch to each group's room: in the order of
-/// choice, a group's new claims are kept while it has room; takeovers
-/// (`group_of` says `None` for the room) are always kept, since the
-/// trigger they take over is already counted as running.
+/// The cut of a chosen batch to the rooms: in the order of choice, a new
+/// claim is kept if it is within its group's room and within its tenant's
+/// (ranks count every new claim chosen before it, kept or not — the same
+/// cut PostgreSQL's claim makes with `row_number()`). A tenant without a
+/// room entry has no max in flight. Takeovers (`of` says `None`) are
+/// always kept, since the trigger they take over is already counted as
+/// running.
 pub(super) fn within_room<'a>(
     chosen: Vec<i64>,
-    group_of: impl Fn(i64) -> Option<&'a str>,
+    of: impl Fn(i64) -> Option<(&'a str, &'a str)>,
     room: &HashMap<String, i64>,
+    tenant_room: &HashMap<String, i64>,
 ) -> Vec<i64> {
-    let mut used: HashMap<&str, i64> = HashMap::new();
+    let mut group_rank: HashMap<&str, i64> = HashMap::new();
+    let mut tenant_rank: HashMap<&str, i64> = HashMap::new();
     chosen
         .into_iter()
-        .filter(|id| match group_of(*id) {
+        .filter(|id| match of(*id) {
             None => true,
-            Some(group) => {
-                let taken = used.entry(group).or_insert(0);
-                let fits = *taken < room.get(group).copied().unwrap_or(0);
-                *taken += i64::from(fits);
-                fits
+            Some((group, tenant)) => {
+                let g = group_rank.entry(group).or_insert(0);
+                *g += 1;
+                let t = tenant_rank.entry(tenant).or_insert(0);
+                *t += 1;
+                *g <= room.get(group).copied().unwrap_or(0)
+                    && tenant_room.get(tenant).is_none_or(|r| *t <= *r)
             }
         })
         .collect()
@@ -275,24 +402,35 @@ fn claim_in(
         Some(now) => now,
         None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
     };
-    let room = room_in(tx)?;
-    let mut candidates = candidates_in(tx, now, limit, &room)?;
-    // Claim order within each lane: (priority, next_run_at, id).
-    let mut order: Vec<(bool, i64, i64, i64)> = candidates
-        .values()
-        .map(|c| (c.lane != 0, c.priority, c.next_run_at, c.id))
-        .collect();
-    order.sort_unstable();
-    let (retries, fresh): (Vec<_>, Vec<_>) = order.into_iter().partition(|o| !o.0);
-    let ids = |lane: Vec<(bool, i64, i64, i64)>| lane.into_iter().map(|o| o.3).collect::<Vec<_>>();
-    let chosen = choose_batch(&ids(retries), &ids(fresh), limit as usize, share as usize);
+    let rooms = room_in(tx)?;
+    let mut tenant_rooms = HashMap::new();
+    let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
+    // Claim order within each lane: fair share (takeovers first), then
+    // (priority, next_run_at, id).
+    let mut order: Vec<&Candidate> = candidates.values().collect();
+    order.sort_unstable_by(|a, b| {
+        (a.lane != 0)
+            .cmp(&(b.lane != 0))
+            .then(a.score.total_cmp(&b.score))
+            .then((a.priority, a.next_run_at, a.id).cmp(&(b.priority, b.next_run_at, b.id)))
+    });
+    let (retries, fresh): (Vec<i64>, Vec<i64>) = {
+        let (r, f): (Vec<&&Candidate>, Vec<&&Candidate>) = order.iter().partition(|c| c.lane == 0);
+        (
+            r.iter().map(|c| c.id).collect(),
+            f.iter().map(|c| c.id).collect(),
+        )
+    };
+    let chosen = choose_batch(&retries, &fresh, limit as usize, share as usize);
+    let room: HashMap<String, i64> = rooms.iter().map(|(g, r)| (g.clone(), r.room)).collect();
     let chosen = within_room(
         chosen,
         |id| {
             let c = &candidates[&id];
-            (c.lane != 2).then_some(c.resource_group.as_str())
+            (c.lane != 2).then_some((c.resource_group.as_str(), c.tenant.as_str()))
         },
         &room,
+        &tenant_rooms,
     );
     let mut claim = tx.prepare_cached(CLAIM_ROW)?;
     // An attempt left open by a previous holder (a lapsed lease) is
@@ -354,7 +492,7 @@ fn claim_in(
 
 #[cfg(test)]
 mod tests {
-    use super::{choose_batch, within_room};
+    use super::{choose_batch, fair_score, within_room};
     use std::collections::HashMap;
 
     #[test]
@@ -379,22 +517,49 @@ mod tests {
     }
 
     #[test]
-    fn each_group_keeps_its_room_and_takeovers_need_none() {
+    fn each_group_and_tenant_keeps_its_room_and_takeovers_need_none() {
         let room = HashMap::from([("a".to_string(), 2), ("b".to_string(), 0)]);
+        let no_tenant_limit = HashMap::new();
         // 1..=4 new work of group a, 5 of b, 6 a takeover of group b.
-        let group_of = |id: i64| match id {
-            1..=4 => Some("a"),
-            5 => Some("b"),
+        let of = |id: i64| match id {
+            1..=4 => Some(("a", "t")),
+            5 => Some(("b", "t")),
             _ => None,
         };
         assert_eq!(
-            within_room(vec![3, 5, 1, 6, 2, 4], group_of, &room),
+            within_room(vec![3, 5, 1, 6, 2, 4], of, &room, &no_tenant_limit),
             vec![3, 1, 6]
         );
         // A group the claim has no room row for gets nothing.
         assert_eq!(
-            within_room(vec![7], |_| Some("gone"), &room),
+            within_room(vec![7], |_| Some(("gone", "t")), &room, &no_tenant_limit),
             Vec::<i64>::new()
         );
+        // Tenant u may run one more: its second pick is cut, and still
+        // counts in its group's rank.
+        let room = HashMap::from([("a".to_string(), 3)]);
+        let tenant_room = HashMap::from([("u".to_string(), 1)]);
+        let of = |id: i64| Some(("a", if id < 10 { "u" } else { "v" }));
+        assert_eq!(
+            within_room(vec![1, 2, 10, 11], of, &room, &tenant_room),
+            vec![1, 10]
+        );
+    }
+
+    #[test]
+    fn fair_scores_share_by_weight_and_age_buys_at_most_one_slot() {
+        // A holds 8 slots, B none: B's first 8 candidates go before A's next.
+        let a_next = fair_score(8, 1, 1, 0, 60_000);
+        assert!(fair_score(0, 8, 1, 0, 60_000) < a_next + 1e-9);
+        // Twice the weight, twice the slots for the same score.
+        assert_eq!(
+            fair_score(4, 2, 2, 0, 60_000),
+            fair_score(2, 1, 1, 0, 60_000)
+        );
+        // A flood's hour-old head earns one slot, no more.
+        assert_eq!(fair_score(8, 1, 1, 3_600_000, 60_000), 8.0);
+        // Half an aging period earns half a slot; a head from the future none.
+        assert_eq!(fair_score(0, 1, 1, 30_000, 60_000), 0.5);
+        assert_eq!(fair_score(0, 1, 1, -5, 60_000), 1.0);
     }
 }

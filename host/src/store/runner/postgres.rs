@@ -38,7 +38,7 @@ macro_rules! pg_now {
 macro_rules! claim_room {
     () => {
         concat!(
-            "SELECT g.name, g.effective_concurrency - (SELECT count(*) FROM triggers r \
+            "SELECT g.name, g.aging_ms, g.effective_concurrency - (SELECT count(*) FROM triggers r \
          WHERE r.state = ",
             trigger_state!(running),
             " AND r.resource_group = g.name) AS room FROM resource_groups g"
@@ -46,44 +46,76 @@ macro_rules! claim_room {
     };
 }
 
+/// The tenants with `state` work in each group with room: a loose walk of
+/// that state's claim index (`(resource_group, tenant, …)`), one probe per
+/// tenant whatever its backlog. `$cte` names the recursive CTE.
+macro_rules! tenants_walk {
+    ($cte:literal, $state:ident) => {
+        concat!(
+            $cte,
+            " (grp, tenant) AS (SELECT room.name, (SELECT t.tenant FROM triggers t WHERE t.state = ",
+            trigger_state!($state),
+            " AND t.resource_group = room.name ORDER BY t.tenant LIMIT 1) FROM room \
+         WHERE room.room > 0 \
+         UNION ALL SELECT w.grp, (SELECT t.tenant FROM triggers t WHERE t.state = ",
+            trigger_state!($state),
+            " AND t.resource_group = w.grp AND t.tenant > w.tenant ORDER BY t.tenant LIMIT 1) \
+         FROM ",
+            $cte,
+            " w WHERE w.tenant IS NOT NULL)"
+        )
+    };
+}
+
+/// One queue of a claim lane: per (group, tenant) with due `state` work,
+/// at most the group's room (and `$4`) rows in (priority, next_run_at, id)
+/// order, locked — an ordered probe of that state's claim index — each
+/// scored by [`super::claim::fair_score`]: (running + k) / weight less an
+/// aging bonus of at most 1 as the tenant's oldest candidate waits.
+macro_rules! claim_queue {
+    ($state:ident) => {
+        concat!(
+            "SELECT q.id, q.resource_group, q.priority, q.next_run_at, false AS takeover, \
+         s.tenant, s.t_room, \
+         (s.running + row_number() OVER (PARTITION BY s.grp, s.tenant \
+             ORDER BY q.priority, q.next_run_at, q.id))::FLOAT8 / s.weight \
+         - least(greatest((SELECT now FROM clock) - min(q.next_run_at) OVER \
+             (PARTITION BY s.grp, s.tenant), 0)::FLOAT8 / s.aging_ms, 1.0) AS score \
+     FROM tenancy s CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
+         FROM triggers WHERE state = ",
+            trigger_state!($state),
+            " AND resource_group = s.grp AND tenant = s.tenant \
+         AND next_run_at <= (SELECT now FROM clock) \
+         ORDER BY priority, next_run_at, id LIMIT greatest(least($4, s.room, s.t_room), 0) \
+         FOR UPDATE SKIP LOCKED) AS q"
+        )
+    };
+}
+
 /// Lane 1, due retries ([`crate::model::Transition::Claim`] from
-/// `retry_wait`), in claim order, locked: per group with room, at most its
-/// room (and `$4`) rows, each walk an ordered probe of `triggers_retry`.
+/// `retry_wait`): every (group, tenant) queue of them ([`claim_queue`]).
 macro_rules! claim_retries {
     () => {
-        concat!(
-            "SELECT l.id, l.resource_group, l.priority, l.next_run_at, false AS takeover \
-     FROM room CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
-         FROM triggers WHERE state = ",
-            trigger_state!(retry_wait),
-            " AND resource_group = room.name AND next_run_at <= (SELECT now FROM clock) \
-         ORDER BY priority, next_run_at, id LIMIT least($4, room.room) FOR UPDATE SKIP LOCKED) AS l \
-     WHERE room.room > 0"
-        )
+        claim_queue!(retry_wait)
     };
 }
 #[cfg(test)]
 pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 
-/// Lane 2, fresh work: due `pending` triggers per group with room, as the
-/// retries are walked (`triggers_pending`), and `running` ones whose lease
-/// lapsed (`triggers_lease`, longest lapsed first, whatever their group's
-/// room: a takeover adds nothing to the running count) —
+/// Lane 2, fresh work: due `pending` triggers, queued as the retries are,
+/// and `running` ones whose lease lapsed (`triggers_lease`, longest lapsed
+/// first, whatever their group's room: a takeover adds nothing to the
+/// running count; first in the lane, since their attempt is stuck) —
 /// [`crate::model::Transition::Claim`] from `pending`,
 /// [`crate::model::Transition::TakeOver`] from `running`.
 macro_rules! claim_fresh {
     () => {
         concat!(
-            "SELECT l.id, l.resource_group, l.priority, l.next_run_at, false AS takeover \
-     FROM room CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
-         FROM triggers WHERE state = ",
-            trigger_state!(pending),
-            " AND resource_group = room.name AND next_run_at <= (SELECT now FROM clock) \
-         ORDER BY priority, next_run_at, id LIMIT least($4, room.room) FOR UPDATE SKIP LOCKED) AS l \
-     WHERE room.room > 0 \
-     UNION ALL \
-     SELECT id, resource_group, priority, next_run_at, true FROM (SELECT id, resource_group, \
-         priority, next_run_at FROM triggers WHERE state = ",
+            claim_queue!(pending),
+            " UNION ALL \
+     SELECT id, resource_group, priority, next_run_at, true, NULL, NULL, -1e9::FLOAT8 \
+     FROM (SELECT id, \
+         resource_group, priority, next_run_at FROM triggers WHERE state = ",
             trigger_state!(running),
             " AND lease_until < (SELECT now FROM clock) \
          ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED) AS lapsed"
@@ -130,24 +162,41 @@ const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO
 /// lease ms, `$4` limit, `$5` the retry lane's share. The shares are
 /// [`super::claim::choose_batch`]'s: up to `$5` retries, fresh work for
 /// the rest, then more retries if fresh work left room and the share was
-/// filled; then [`super::claim::within_room`]'s cut, each group's new
-/// claims in that order up to its room (`ord` is the order of choice).
+/// filled; then [`super::claim::within_room`]'s cut: in that order (`ord`),
+/// each group's new claims up to its room and each tenant's up to its
+/// room under its max in flight.
 /// A trigger claimed again gets any attempt a previous holder left open
 /// closed as `expired`, and its first start is read for the total-time
 /// budget; every claimed trigger gets its new attempt row.
 const CLAIM: &str = concat!(
-    "WITH clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
+    "WITH RECURSIVE clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
     pg_now!(),
     ")), \
      room AS MATERIALIZED (",
     claim_room!(),
-    "), \
-     retry AS MATERIALIZED (SELECT id, resource_group, takeover, \
-         row_number() OVER (ORDER BY priority, next_run_at, id) AS n FROM (",
+    "), ",
+    tenants_walk!("pending_tenants", pending),
+    ", ",
+    tenants_walk!("retry_tenants", retry_wait),
+    ", \
+     tenancy AS MATERIALIZED (SELECT q.grp, q.tenant, room.room, room.aging_ms, \
+         coalesce(w.weight, 1) AS weight, \
+         CASE WHEN w.max_in_flight IS NULL THEN $4 ELSE w.max_in_flight - (SELECT count(*) \
+             FROM triggers r WHERE r.state = ",
+    trigger_state!(running),
+    " AND r.tenant = q.tenant) END AS t_room, \
+         (SELECT count(*) FROM triggers r WHERE r.state = ",
+    trigger_state!(running),
+    " AND r.resource_group = q.grp AND r.tenant = q.tenant) AS running \
+         FROM (SELECT grp, tenant FROM pending_tenants WHERE tenant IS NOT NULL \
+             UNION SELECT grp, tenant FROM retry_tenants WHERE tenant IS NOT NULL) AS q \
+         JOIN room ON room.name = q.grp LEFT JOIN tenants w ON w.tenant = q.tenant), \
+     retry AS MATERIALIZED (SELECT id, resource_group, takeover, tenant, t_room, \
+         row_number() OVER (ORDER BY score, priority, next_run_at, id) AS n FROM (",
     claim_retries!(),
     ") AS lane), \
-     fresh AS MATERIALIZED (SELECT id, resource_group, takeover, \
-         row_number() OVER (ORDER BY priority, next_run_at, id) AS n FROM (",
+     fresh AS MATERIALIZED (SELECT id, resource_group, takeover, tenant, t_room, \
+         row_number() OVER (ORDER BY score, priority, next_run_at, id) AS n FROM (",
     claim_fresh!(),
     ") AS lane), \
      counts AS (SELECT least($5, (SELECT count(*) FROM retry)) AS r_first, \
@@ -156,15 +205,16 @@ const CLAIM: &str = concat!(
              THEN least($4 - r_first - least($4 - r_first, f_all), r_all - r_first) ELSE 0 END \
              AS r_take, \
          least($4 - r_first, f_all) AS f_take FROM counts), \
-     picked AS (SELECT id, resource_group, takeover, \
+     picked AS (SELECT id, resource_group, takeover, tenant, t_room, \
              CASE WHEN n <= r_first THEN n ELSE $4 + n END AS ord \
          FROM retry, shares WHERE n <= r_take \
-         UNION ALL SELECT id, resource_group, takeover, r_first + n FROM fresh, shares \
-         WHERE n <= f_take), \
-     chosen AS (SELECT id FROM (SELECT p.id, p.takeover, room.room, row_number() OVER \
-             (PARTITION BY p.resource_group, p.takeover ORDER BY p.ord) AS k \
+         UNION ALL SELECT id, resource_group, takeover, tenant, t_room, r_first + n \
+         FROM fresh, shares WHERE n <= f_take), \
+     chosen AS (SELECT id FROM (SELECT p.id, p.takeover, room.room, p.t_room, \
+             row_number() OVER (PARTITION BY p.resource_group, p.takeover ORDER BY p.ord) AS k, \
+             row_number() OVER (PARTITION BY p.tenant, p.takeover ORDER BY p.ord) AS kt \
          FROM picked p LEFT JOIN room ON room.name = p.resource_group) AS cut \
-         WHERE takeover OR k <= room), \
+         WHERE takeover OR (k <= room AND kt <= t_room)), \
      claimed AS (",
     claim_update!(),
     "), \

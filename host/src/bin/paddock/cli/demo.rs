@@ -112,6 +112,7 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
                 max_concurrency: 4,
                 grants: "[]".into(),
                 capacity: Default::default(),
+                aging_ms: paddock::model::group::DEFAULT_AGING_MS,
             },
             actor,
         )

@@ -3,7 +3,7 @@
 use paddock::lease::DrainReport;
 use paddock::model::CapabilityManifest;
 use paddock::model::ResourceGroup;
-use paddock::model::group::{Observed, effective_concurrency};
+use paddock::model::group::{Observed, TenantQuota, effective_concurrency};
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{GroupLoad, Store, TriggerRecord};
@@ -86,6 +86,17 @@ pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, 
     println!("  running now: {}", load.running);
 }
 
+pub fn tenants(tenants: &[TenantQuota]) {
+    println!("{:<24} {:>6} {:>14}", "tenant", "weight", "max in flight");
+    for t in tenants {
+        let max = t
+            .max_in_flight
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "-".into());
+        println!("{:<24} {:>6} {:>14}", t.tenant, t.weight, max);
+    }
+}
+
 pub fn human_bytes(b: i64) -> String {
     if b >= 1 << 30 {
         format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
@@ -122,7 +133,7 @@ pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow:
         let detail = match (&t.result, &t.error_message) {
             (Some(_), _) => output_text(&t.result, 60),
             (None, Some(m)) => m.chars().take(60).collect(),
-            _ => String::new(),
+            _ => store.wait_reason(t).await?.unwrap_or_default(),
         };
         println!(
             "{:>4} {:<10} {:<11} {:>3} {:<18} {:>12} {:>10} {:>6}ms  {}",
@@ -155,6 +166,9 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
     println!("  origin        {}", t.origin);
     println!("  scheduled at  {}", rfc3339(from_millis(t.scheduled_at)));
     println!("  state         {}", t.state);
+    if let Some(reason) = store.wait_reason(&t).await? {
+        println!("  waiting       {reason}");
+    }
     println!("  fencing token {}", t.fencing_token);
     if let Some(c) = &t.error_class {
         println!("  error class   {c}");
