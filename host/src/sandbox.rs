@@ -97,9 +97,14 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<GuestState>,
     prepared: Mutex<HashMap<String, Prepared>>,
+    /// The pool's instance slots, one per running guest ([`Sandbox::run`]).
+    instances: tokio::sync::Semaphore,
     config: SandboxConfig,
     _ticker: EpochTicker,
 }
+
+/// Core instances and tables a component instance may use in the pool.
+pub const CORE_PER_COMPONENT: u32 = 16;
 
 /// The pooling allocator's settings: `max_instances` slots, each memory
 /// reserved up to `memory_ceiling_bytes`. A slot's memory is reset for its
@@ -110,12 +115,23 @@ pub struct Sandbox {
 /// an attempt (benches/throughput). Kernels without `PAGEMAP_SCAN` (< 6.7)
 /// fall back to `madvise`. Public so `benches/instantiate` measures its raw
 /// baseline on the same settings.
+///
+/// A component instance is several core instances and tables (the guest's
+/// module, the canonical-ABI shims and fix-ups — three or more for a Rust
+/// guest with effects, more for componentize-py and jco output): the pool
+/// holds [`CORE_PER_COMPONENT`] of each per slot, so `max_instances`
+/// guests fit whatever toolchain built them. (Two per slot let only one
+/// `gated` guest in a pool of two run: the second failed to instantiate,
+/// a `host_error` that spent retry budget.) Those slots are address space
+/// and bookkeeping, not memory: a core instance's is a few KiB of `vmctx`.
 pub fn pooling(max_instances: u32, memory_ceiling_bytes: u64) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(max_instances)
-        .total_core_instances(max_instances * 2)
+        .total_core_instances(max_instances * CORE_PER_COMPONENT)
+        .max_core_instances_per_component(CORE_PER_COMPONENT)
         .total_memories(max_instances)
-        .total_tables(max_instances * 2)
+        .total_tables(max_instances * CORE_PER_COMPONENT)
+        .max_tables_per_component(CORE_PER_COMPONENT)
         // One fiber stack per attempt in flight (guests run on fibers).
         .total_stacks(max_instances)
         .max_memory_size(memory_ceiling_bytes as usize)
@@ -150,6 +166,7 @@ impl Sandbox {
             engine,
             linker,
             prepared: Mutex::new(HashMap::new()),
+            instances: tokio::sync::Semaphore::new(config.max_instances as usize),
             config,
             _ticker: ticker,
         }))
@@ -228,6 +245,17 @@ impl Sandbox {
         services: Arc<dyn AttemptServices>,
         stop: Arc<StopSignal>,
     ) -> RunReport {
+        // One of the pool's instance slots for the whole run: a runner may
+        // have more attempts in flight than the pool has slots (attempts
+        // waiting on their commit hold no instance), and an attempt that
+        // found the pool full would fail to instantiate and spend retry
+        // budget on a host limit — so it waits here instead. The wait is
+        // not the guest's: its deadline and wall time start after it.
+        let _slot = self
+            .instances
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let started = Instant::now();
         let deadline = started + limits.deadline;
         let state = GuestState::new(invocation, services, limits, stop);

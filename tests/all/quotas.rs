@@ -114,30 +114,30 @@ async fn the_logistics_group_runs_40_and_follows_its_service_time(db: Db) {
     // The service time falls to 0.5 s: 50/s × 0.5 s = 25 in flight keep
     // the connector at its stable rate, and the connector binds.
     finish(&host.store, &first, 500).await;
-    govern_once(&host.store).await.unwrap();
-    let load = host.store.group_load("logistics").await.unwrap().unwrap();
-    assert_eq!(
-        (load.effective_concurrency, load.effective_binding.as_str()),
-        (25, CONNECTOR)
-    );
-    let second = claim_until_empty(&host.store, "quota-test").await;
-    assert_eq!(second.len(), 25);
-    assert_eq!(running(&host, "logistics").await, 25);
+    let second = governed_claims(&host, (25, CONNECTOR)).await;
 
     // It rises to 8 s (the window's mean, (40 × 0.5 + 25 × 8) / 65, is
     // 3.4 s): a slower downstream does not widen the limit past the
     // baseline's 100 — not 50 × 8 = 400 — so memory binds again at 40,
     // and 40 in flight at 8 s each complete 5 per second.
     finish(&host.store, &second, 8_000).await;
+    governed_claims(&host, (40, MEMORY)).await;
+}
+
+/// The governor recomputes the logistics group from what ended: it must
+/// now enforce `expected` (limit, binding input), and claims fill exactly
+/// that many slots.
+async fn governed_claims(host: &TestHost, expected: (i64, &str)) -> Vec<Claim> {
     govern_once(&host.store).await.unwrap();
     let load = host.store.group_load("logistics").await.unwrap().unwrap();
     assert_eq!(
         (load.effective_concurrency, load.effective_binding.as_str()),
-        (40, MEMORY)
+        expected
     );
-    let third = claim_until_empty(&host.store, "quota-test").await;
-    assert_eq!(third.len(), 40);
-    assert_eq!(running(&host, "logistics").await, 40);
+    let claims = claim_until_empty(&host.store, "quota-test").await;
+    assert_eq!(claims.len() as i64, expected.0);
+    assert_eq!(running(host, "logistics").await, expected.0);
+    claims
 }
 
 db_test!(a_full_group_leaves_room_for_others_and_takeovers_need_none);
@@ -225,7 +225,13 @@ async fn claims_at_once_from_separate_pools_never_exceed_the_limit(db: Db) {
     assert_eq!(running(&host, "g").await, 7);
 }
 
-db_test!(more_slots_than_the_instance_pool_fail_no_attempt);
+db_test!(
+    more_slots_than_the_instance_pool_fail_no_attempt,
+    workers = 4
+);
+/// 8 slots, 2 instances: 6 gated jobs are claimed at once, 2 run (parked at
+/// their gates, holding their instances) and 4 wait for an instance — none
+/// fails to instantiate. Released one by one, all succeed on one attempt.
 async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
     let mut host = TestHost::new(db).await;
     host.sandbox = Sandbox::new(SandboxConfig {
@@ -233,12 +239,21 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
         ..SandboxConfig::default()
     })
     .unwrap();
-    let mut group = logistics();
-    group.name = "wide".into();
-    group.capacity = CapacityInputs::default();
-    host.registry.group_put(group, "admin").await.unwrap();
-    host.job("j", "noop", "resource_group = \"wide\"").await;
-    triggers(&host, "j", 12).await;
+    let ledger = crate::ledger::Ledger::start().await;
+    crate::ledger::put_gate(&host.store, &ledger).await;
+    plain_group(&host, "wide", 64).await;
+    host.job(
+        "gated",
+        "gated",
+        "resource_group = \"wide\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0",
+    )
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let id = host.trigger("gated", serde_json::json!({})).await.id;
+        ledger.hold_gate(id, 1).await;
+        ids.push(id);
+    }
     let runner = paddock::lease::Runner::new(
         host.store.clone(),
         host.sandbox.clone(),
@@ -250,23 +265,35 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
             ..Default::default()
         },
     );
-    assert_eq!(
-        runner.config().max_concurrency,
-        2,
-        "the pool caps the slots"
-    );
-    let summaries = runner.run_until_idle().await.unwrap();
-    assert_eq!(summaries.len(), 12);
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run_until_idle().await.unwrap() }
+    });
+    for released in 0..ids.len() {
+        let at_gates =
+            crate::procs::eventually(Duration::from_secs(60), "guests at gates", || async {
+                let at = postgres::parked(&ledger, &ids).await;
+                (at.len() >= 2.min(ids.len() - released)).then_some(at)
+            })
+            .await;
+        assert!(
+            at_gates.len() <= 2,
+            "more guests than instances: {at_gates:?}"
+        );
+        ledger.open_gate(at_gates[0], 1).await;
+    }
+    let summaries = run.await.unwrap();
+    assert_eq!(summaries.len(), 6);
     for t in host.store.triggers_list(100).await.unwrap() {
         assert_eq!(
-            t.state.as_str(),
-            "succeeded",
+            (t.state.as_str(), t.attempts),
+            ("succeeded", 1),
             "trigger {}: {:?}",
             t.id,
             t.error_message
         );
-        assert_eq!(t.attempts, 1, "no attempt failed on the pool");
     }
+    ledger.stop().await;
 }
 
 mod postgres {
@@ -364,7 +391,7 @@ mod postgres {
     }
 
     /// The triggers among `ids` whose first attempt waits at its gate now.
-    async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
+    pub(super) async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
         let mut at = Vec::new();
         for id in ids {
             if ledger.waiting(&crate::ledger::gate_key(*id, 1)).await > 0 {

@@ -46,8 +46,10 @@ pub struct RunnerConfig {
     /// retry backlog and fresh triggers cannot starve each other; unused
     /// slots go to the other lane. Default 0.5.
     pub retry_share: f64,
-    /// Attempts running at once in this process. Default 8; never more than
-    /// the sandbox's instance pool (a runner given more runs the pool size).
+    /// Attempts in flight at once in this process (running or waiting on
+    /// their commit). Default 8. More than the sandbox's instance pool is
+    /// fine: a guest waits for a free instance slot before it starts
+    /// ([`crate::sandbox::Sandbox::run`]) rather than fail.
     pub max_concurrency: usize,
     /// How often to look for due work when nothing wakes the runner.
     /// Default 250 ms.
@@ -166,19 +168,6 @@ impl Runner {
         effects: Arc<EffectGateway>,
         heartbeats: Heartbeats,
     ) -> Arc<Self> {
-        // An attempt needs one of the sandbox's pooled instances: slots
-        // beyond the pool would fail to instantiate and spend retry budget
-        // on a host limit, so the pool caps them.
-        let mut config = config;
-        let pool = sandbox.config().max_instances as usize;
-        if config.max_concurrency > pool {
-            tracing::warn!(
-                concurrency = config.max_concurrency,
-                instance_pool = pool,
-                "concurrency above the sandbox's instance pool; running {pool} attempts at once"
-            );
-            config.max_concurrency = pool;
-        }
         let commits = CommitQueue::new(store.clone(), 128, store.concurrent_commits());
         Arc::new(Self {
             plans: Default::default(),
