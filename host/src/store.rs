@@ -445,10 +445,13 @@ const HOT_CONNECTIONS: u32 = 6;
 ///   small walked a million rows to join a batch of 100 (2.4 s), and after
 ///   `ANALYZE` the generic plan hashed 100,000 rows. With these settings
 ///   every plan is index-driven whatever the statistics, so the pool's
-///   prepared statements may keep a cached generic plan (planning the claim
-///   afresh cost ~1 ms per batch). JIT: the disabled nodes' cost penalty
-///   would put these tiny statements over `jit_above_cost`, and compiling
-///   the claim took 1.3 s.
+///   prepared statements may keep a cached generic plan — and must be told
+///   to (`plan_cache_mode = force_generic_plan`): left on `auto`, the
+///   planner kept choosing a custom plan, and planning the claim afresh
+///   cost 1.5–1.7 ms per batch of 100 (15 µs per job; with the fair-share
+///   claim of migration 0009), more than the claim's own execution saved.
+///   JIT: the disabled nodes' cost penalty would put these tiny statements
+///   over `jit_above_cost`, and compiling the claim took 1.3 s.
 ///
 /// A connection pooler in between must pass these startup parameters
 /// (PgBouncer: `ignore_startup_parameters` must not drop them).
@@ -459,6 +462,7 @@ pub const HOT_SESSION: &[(&str, &str)] = &[
     ("enable_mergejoin", "off"),
     ("enable_sort", "off"),
     ("jit", "off"),
+    ("plan_cache_mode", "force_generic_plan"),
 ];
 
 /// PostgreSQL's hot-path pool, its sessions set up by [`HOT_SESSION`].

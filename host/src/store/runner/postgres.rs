@@ -15,8 +15,10 @@
 //! partial index that stops after its batch, and every other access is by
 //! primary or unique key from a handful of rows, so no statistic can make a
 //! plan read the backlog (see `docs/architecture.md`, "PostgreSQL hot
-//! path"); the hot pool also asks for custom plans, so a plan cached while
-//! a table was small is never reused once it is large.
+//! path"); the hot pool's sessions forbid the scans and sorts a stale
+//! statistic could choose, so the one generic plan each statement keeps
+//! (see [`super::super::HOT_SESSION`]) is as good on a large table as on
+//! the small one it was made on.
 
 use super::super::fence::lease_fence;
 use super::super::*;
