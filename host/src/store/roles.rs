@@ -8,7 +8,7 @@
 //! | [`RunnerStore`] | the execution plane (`lease`) | claims, heartbeats, checkpoints, attempt ends — all fenced by the trigger's token |
 //! | [`SchedulerStore`] | trigger control (`schedule::scanner`) | shard leases, scheduled triggers, skipped fires, watermarks — all fenced by the shard's generation |
 //! | [`EffectStore`] | the side-effect plane (`effects`) | effect intents and outcomes (fenced by token), exception tickets |
-//! | [`ControlStore`] | people: registry, CLI | registrations, groups, connectors, approvals, cancels, ticket resolutions, audit entries |
+//! | [`ControlStore`] | people: registry, CLI | registrations, groups, tenants, connectors, approvals, cancels, ticket resolutions, audit entries |
 //!
 //! [`crate::store::Store`] implements every role for both databases. The
 //! traits are object-safe (`async_trait`), so a plane holds
