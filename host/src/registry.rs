@@ -14,12 +14,12 @@ pub mod groups_file;
 pub mod manifest;
 
 use crate::model::capability::{self, CapabilityManifest};
-use crate::model::group::{Capacity, OBSERVATION_WINDOW_MS, TenantQuota, effective_concurrency};
+use crate::model::group::{Capacity, TenantQuota};
 use crate::model::plan::sha256_hex;
 use crate::model::{ApplyOutcome, ResourceGroup};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::schedule::{Kind, ScheduleSpec};
-use crate::store::{ControlStore, Store, StoreError};
+use crate::store::{ControlStore, Store, StoreError, capacity_now};
 use manifest::{JobManifest, ManifestError};
 use std::path::Path;
 use std::sync::Arc;
@@ -221,16 +221,19 @@ impl Registry {
         actor: &str,
     ) -> Result<Capacity, RegistryError> {
         self.group_check(&group)?;
-        // What claims enforce from now on: the inputs as configured and
-        // whatever the group's recent attempts measured. The instance pool
-        // is each serving process's own (it caps that process's slots),
-        // so it is not part of the stored limit.
-        let observed = self
-            .store
-            .group_observed(&group.name, OBSERVATION_WINDOW_MS)
-            .await?;
-        let capacity = effective_concurrency(&group, &observed, None);
-        self.store.group_put(&group, &capacity, actor).await?;
+        self.group_store(&group, actor).await
+    }
+
+    /// Store a checked group with the effective concurrency claims enforce
+    /// from now on ([`capacity_now`]: its inputs and what its recent
+    /// attempts measured).
+    async fn group_store(
+        &self,
+        group: &ResourceGroup,
+        actor: &str,
+    ) -> Result<Capacity, RegistryError> {
+        let (_, capacity) = capacity_now(&*self.store, group).await?;
+        self.store.group_put(group, &capacity, actor).await?;
         Ok(capacity)
     }
 
@@ -260,14 +263,11 @@ impl Registry {
         for tenant in &file.tenants {
             self.store.tenant_put(tenant, actor).await?;
         }
-        let tenants = file.tenants;
-        let groups = file.groups;
-        let mut applied = Vec::with_capacity(groups.len());
-        for group in groups {
-            let name = group.name.clone();
-            applied.push((name, self.group_put(group, actor).await?));
+        let mut applied = Vec::with_capacity(file.groups.len());
+        for group in &file.groups {
+            applied.push((group.name.clone(), self.group_store(group, actor).await?));
         }
-        Ok((applied, tenants))
+        Ok((applied, file.tenants))
     }
 
     /// The checks of [`Registry::group_put`], each naming its field.

@@ -45,7 +45,7 @@ mod wake;
 #[doc(hidden)]
 pub use async_trait::async_trait;
 pub use dialect::Dialect;
-pub use groups::{GroupLoad, WINDOW_ATTEMPTS};
+pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the

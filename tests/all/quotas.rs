@@ -239,49 +239,14 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
         ..SandboxConfig::default()
     })
     .unwrap();
-    let ledger = crate::ledger::Ledger::start().await;
-    crate::ledger::put_gate(&host.store, &ledger).await;
     plain_group(&host, "wide", 64).await;
-    host.job(
-        "gated",
-        "gated",
-        "resource_group = \"wide\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0",
-    )
-    .await;
-    let mut ids = Vec::new();
-    for _ in 0..6 {
-        let id = host.trigger("gated", serde_json::json!({})).await.id;
-        ledger.hold_gate(id, 1).await;
-        ids.push(id);
-    }
-    let runner = paddock::lease::Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        paddock::lease::RunnerConfig {
-            runner_id: "r".into(),
-            max_concurrency: 8,
-            claim_batch: 8,
-            poll_interval: Duration::from_millis(20),
-            ..Default::default()
-        },
-    );
+    let (ledger, ids) = gated_burst(&host, "wide", 6).await;
+    let runner = slots_runner(&host, 8);
     let run = tokio::spawn({
         let runner = runner.clone();
         async move { runner.run_until_idle().await.unwrap() }
     });
-    for released in 0..ids.len() {
-        let at_gates =
-            crate::procs::eventually(Duration::from_secs(60), "guests at gates", || async {
-                let at = postgres::parked(&ledger, &ids).await;
-                (at.len() >= 2.min(ids.len() - released)).then_some(at)
-            })
-            .await;
-        assert!(
-            at_gates.len() <= 2,
-            "more guests than instances: {at_gates:?}"
-        );
-        ledger.open_gate(at_gates[0], 1).await;
-    }
+    release_one_by_one(&host, &ledger, &ids, 2, None).await;
     let summaries = run.await.unwrap();
     assert_eq!(summaries.len(), 6);
     for t in host.store.triggers_list(100).await.unwrap() {
@@ -296,6 +261,81 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
     ledger.stop().await;
 }
 
+/// A runner with `slots` slots, claiming as many at a time.
+fn slots_runner(host: &TestHost, slots: usize) -> std::sync::Arc<paddock::lease::Runner> {
+    paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "r".into(),
+            max_concurrency: slots,
+            claim_batch: slots as i64,
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    )
+}
+
+/// The ledger, a `gated` job in `group` that waits at its gate before its
+/// first step, and `n` of its triggers, each first attempt's gate held.
+async fn gated_burst(host: &TestHost, group: &str, n: usize) -> (crate::ledger::Ledger, Vec<i64>) {
+    let ledger = crate::ledger::Ledger::start().await;
+    crate::ledger::put_gate(&host.store, &ledger).await;
+    host.job(
+        "gated",
+        "gated",
+        &format!("resource_group = \"{group}\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0"),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = host.trigger("gated", serde_json::json!({})).await.id;
+        ledger.hold_gate(id, 1).await;
+        ids.push(id);
+    }
+    (ledger, ids)
+}
+
+/// Let the held attempts of `ids` go one at a time: each round waits until
+/// `at_most` of them (or all that are left) wait at their gates, checks no
+/// more do (and, given a group, that it runs no more) and that no trigger
+/// erred, then opens one gate.
+async fn release_one_by_one(
+    host: &TestHost,
+    ledger: &crate::ledger::Ledger,
+    ids: &[i64],
+    at_most: usize,
+    group: Option<&str>,
+) {
+    for released in 0..ids.len() {
+        let want = at_most.min(ids.len() - released);
+        let at_gates = crate::procs::eventually(
+            Duration::from_secs(60),
+            "attempts at their gates",
+            || async {
+                for t in host.store.triggers_list(100).await.unwrap() {
+                    assert_eq!(
+                        t.error_class, None,
+                        "trigger {}: {:?}",
+                        t.id, t.error_message
+                    );
+                }
+                let at = postgres::parked(ledger, ids).await;
+                (at.len() >= want).then_some(at)
+            },
+        )
+        .await;
+        assert!(
+            at_gates.len() <= at_most,
+            "more than {at_most} at their gates: {at_gates:?}"
+        );
+        if let Some(group) = group {
+            assert!(running(host, group).await <= at_most as i64);
+        }
+        ledger.open_gate(at_gates[0], 1).await;
+    }
+}
+
 mod postgres {
     use super::*;
 
@@ -306,26 +346,8 @@ mod postgres {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn three_processes_never_run_more_than_the_group_limit() {
         let host = TestHost::new(Db::Postgres).await;
-        let ledger = crate::ledger::Ledger::start().await;
-        crate::ledger::put_gate(&host.store, &ledger).await;
-        let mut group = logistics();
-        group.name = "burst".into();
-        group.max_concurrency = 4;
-        group.capacity = CapacityInputs::default();
-        host.registry.group_put(group, "admin").await.unwrap();
-        host.job(
-            "gated",
-            "gated",
-            "resource_group = \"burst\"\nconnectors = [\"gate\"]\n[params]\ngate_at = 0",
-        )
-        .await;
-        let mut ids = Vec::new();
-        for _ in 0..12 {
-            ids.push(host.trigger("gated", serde_json::json!({})).await.id);
-        }
-        for id in &ids {
-            ledger.hold_gate(*id, 1).await;
-        }
+        plain_group(&host, "burst", 4).await;
+        let (ledger, ids) = gated_burst(&host, "burst", 12).await;
         let flags = [
             "--concurrency",
             "10",
@@ -353,25 +375,7 @@ mod postgres {
             });
             (done, task)
         };
-        let mut released = 0;
-        while released < ids.len() {
-            // Wait until the group is full (or all that is left is parked).
-            let want = 4.min(ids.len() - released) as u64;
-            let at_gates =
-                crate::procs::eventually(Duration::from_secs(60), "the group fills", || async {
-                    let at = parked(&ledger, &ids).await;
-                    (at.len() as u64 >= want).then_some(at)
-                })
-                .await;
-            assert!(
-                at_gates.len() <= 4,
-                "more than 4 attempts of the group at their gates: {at_gates:?}"
-            );
-            assert!(running(&host, "burst").await <= 4);
-            // Let one parked attempt finish.
-            ledger.open_gate(at_gates[0], 1).await;
-            released += 1;
-        }
+        release_one_by_one(&host, &ledger, &ids, 4, Some("burst")).await;
         crate::procs::eventually(Duration::from_secs(60), "every job completes", || async {
             let done = sqlx::query_scalar::<_, i64>(
                 host.store
@@ -540,18 +544,7 @@ async fn with_real_runners_a_victim_starts_within_its_bound_under_a_flood(db: Db
     tenant_job(&host, "victim", "b", "shared").await;
     triggers(&host, "flood", 200).await;
     triggers(&host, "victim", 10).await;
-    let runner = paddock::lease::Runner::new(
-        host.store.clone(),
-        host.sandbox.clone(),
-        paddock::lease::RunnerConfig {
-            runner_id: "r".into(),
-            max_concurrency: 4,
-            claim_batch: 4,
-            poll_interval: Duration::from_millis(20),
-            ..Default::default()
-        },
-    );
-    let summaries = runner.run_until_idle().await.unwrap();
+    let summaries = slots_runner(&host, 4).run_until_idle().await.unwrap();
     assert_eq!(summaries.len(), 210);
     let starts: Vec<String> = sqlx::query_scalar(host.store.sql(
         "SELECT t.tenant FROM attempts a JOIN triggers t ON t.id = a.trigger_id ORDER BY a.id",

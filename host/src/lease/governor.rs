@@ -5,18 +5,14 @@
 //! logged. Processes computing at once agree (the same inputs, the same
 //! window), so the last write wins harmlessly.
 
-use crate::model::group::{OBSERVATION_WINDOW_MS, effective_concurrency};
-use crate::store::{ReadStore, Store, StoreResult};
+use crate::store::{ReadStore, Store, StoreResult, capacity_now};
 use std::time::Duration;
 
 /// Recompute every group once; returns how many moved.
 pub async fn govern_once(store: &Store) -> StoreResult<usize> {
     let mut moved = 0;
     for group in store.groups_list().await? {
-        let observed = store
-            .group_observed(&group.name, OBSERVATION_WINDOW_MS)
-            .await?;
-        let capacity = effective_concurrency(&group, &observed, None);
+        let (observed, capacity) = capacity_now(store, &group).await?;
         if store.group_effective_set(&group.name, &capacity).await? {
             moved += 1;
             tracing::info!(

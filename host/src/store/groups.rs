@@ -5,7 +5,10 @@
 
 use super::dialect::now_ms;
 use super::*;
-use crate::model::group::{Capacity, Observed, TenantQuota};
+use crate::model::ResourceGroup;
+use crate::model::group::{
+    Capacity, OBSERVATION_WINDOW_MS, Observed, TenantQuota, effective_concurrency,
+};
 use crate::trigger_state;
 
 /// Attempts the moving window looks back over at most: the newest this
@@ -14,6 +17,22 @@ use crate::trigger_state;
 /// history; a group too quiet to have [`crate::model::group::MIN_SAMPLES`]
 /// among them keeps its configured values.
 pub const WINDOW_ATTEMPTS: i64 = 2_000;
+
+/// A group's capacity as it stands: what its attempts in the last
+/// [`OBSERVATION_WINDOW_MS`] measured, and the effective concurrency those
+/// observations and its configured inputs give — without the instance
+/// pool, which is each serving process's own. What `group set` / `group
+/// apply` store and the governor recomputes.
+pub async fn capacity_now(
+    store: &(impl ReadStore + ?Sized),
+    group: &ResourceGroup,
+) -> StoreResult<(Observed, Capacity)> {
+    let observed = store
+        .group_observed(&group.name, OBSERVATION_WINDOW_MS)
+        .await?;
+    let capacity = effective_concurrency(group, &observed, None);
+    Ok((observed, capacity))
+}
 
 /// What claims enforce for a group now, and how many of its triggers run.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

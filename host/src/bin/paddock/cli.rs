@@ -12,10 +12,13 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::ResourceGroup;
-use paddock::model::group::{CapacityInputs, OBSERVATION_WINDOW_MS, TenantQuota};
+use paddock::model::group::{CapacityInputs, TenantQuota};
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
+use paddock::registry::groups_file::{
+    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, DEFAULT_FUEL, DEFAULT_MEMORY,
+};
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::prelude::*;
 use paddock::store::{NewTrigger, Store};
@@ -110,17 +113,17 @@ enum GroupCmd {
     Set {
         name: String,
         /// Fuel per attempt.
-        #[arg(long, default_value_t = 10_000_000_000)]
+        #[arg(long, default_value_t = DEFAULT_FUEL)]
         fuel: i64,
         /// Memory cap per attempt, in bytes (suffixes KiB/MiB/GiB accepted).
-        #[arg(long, default_value = "64MiB")]
+        #[arg(long, default_value = DEFAULT_MEMORY)]
         memory: String,
         /// Wall-clock deadline per attempt (e.g. 60s).
-        #[arg(long, default_value = "60s")]
+        #[arg(long, default_value = DEFAULT_DEADLINE)]
         deadline: String,
         /// Attempts of this group running at once, at most (the configured
         /// max; the effective concurrency may be lower, see `group show`).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
         concurrency: i64,
         /// The downstream connector's stable rate, calls per second.
         #[arg(long)]
@@ -493,10 +496,7 @@ async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCo
             let Some(group) = host.store.group_get(&name).await? else {
                 anyhow::bail!("no resource group named '{name}'");
             };
-            let observed = host
-                .store
-                .group_observed(&name, OBSERVATION_WINDOW_MS)
-                .await?;
+            let (observed, _) = paddock::store::capacity_now(&host.store, &group).await?;
             let load = host
                 .store
                 .group_load(&name)
