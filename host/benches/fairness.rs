@@ -69,6 +69,7 @@ async fn run(url: &str, sandbox: &Arc<Sandbox>, s: &Scenario) -> (f64, f64, f64)
                 grants: "[]".into(),
                 capacity: CapacityInputs::default(),
                 aging_ms: DEFAULT_AGING_MS,
+                shares: Default::default(),
             },
             "bench",
         )

@@ -176,6 +176,7 @@ async fn main() {
                 priority: 0,
                 scheduled_at: 1_900_000_000_000 + (b * batch + i) as i64 * 1000,
                 state: paddock::model::TriggerState::Pending,
+                recovery: false,
             })
             .collect();
         let scan = paddock::store::ScanCommit {

@@ -176,6 +176,7 @@ async fn main() {
                 grants: "[]".into(),
                 capacity: Default::default(),
                 aging_ms: paddock::model::group::DEFAULT_AGING_MS,
+                shares: Default::default(),
             },
             "bench",
         )

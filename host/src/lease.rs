@@ -15,13 +15,19 @@
 //!   [`heartbeat`]) while guests run on blocking threads, so neither busy
 //!   guests nor a stalled main runtime can starve renewals;
 //! - a drain at shutdown releases unfinished attempts from their last
-//!   checkpoint without spending retry budget, and lists them ([`drain`]).
+//!   checkpoint without spending retry budget, and lists them ([`drain`]);
+//! - quotas move outside the claim statement: the [`governor`] recomputes
+//!   each group's effective concurrency, moves its recovery ramp, holds
+//!   tenants over their fuel per hour and groups whose downstream's
+//!   breaker is open; a process stops claiming at its own high-water marks
+//!   ([`high_water`]).
 
 pub mod drain;
 pub mod governor;
 pub mod group_commit;
 pub mod guest_runtime;
 pub mod heartbeat;
+pub mod high_water;
 pub mod runner;
 mod services;
 

@@ -10,7 +10,8 @@
 //! | `fencing.rs` | leases and their identities: [`FencingToken`], [`ShardGeneration`], [`LeaseRef`], [`Claim`], [`ShardLease`] |
 //! | `plan.rs` | plan specs, digests, canonical JSON, plan keys, shards |
 //! | `capability.rs` | capability manifests and the checks made against them |
-//! | `group.rs` | resource groups |
+//! | `group.rs` | resource groups, their effective concurrency, tenant quotas |
+//! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
@@ -22,6 +23,7 @@ pub mod fencing;
 pub mod group;
 pub mod plan;
 pub mod retry;
+pub mod shares;
 pub mod state;
 pub mod time;
 pub mod units;

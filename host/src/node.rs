@@ -21,7 +21,7 @@
 //!   drain in the background on the runtime they were started on).
 
 use crate::effects::{EffectGateway, RecoveryGuard};
-use crate::lease::governor::{GovernorGuard, spawn_governor};
+use crate::lease::governor::{Gauges, GovernorGuard, spawn_governor};
 use crate::lease::{DrainReport, Heartbeats, Runner, RunnerConfig, guest_runtime};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
@@ -225,8 +225,18 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         let rx = stop_rx.clone();
         tokio::spawn(async move { scanner.run(stopped(rx), move || waker.wake()).await })
     };
+    let governor = spawn_governor(
+        store.clone(),
+        Gauges {
+            runner_id: config.runner.runner_id.clone(),
+            fuel: runner.fuel().clone(),
+            effects: Some(runner.effects().clone()),
+            hold_for: config.govern_every * 3,
+        },
+        config.govern_every,
+    );
     let running = tokio::spawn(async move { runner.run_and_drain(stopped(stop_rx)).await });
-    let governor = spawn_governor(store.clone(), config.govern_every);
+
     Ok(Node {
         config,
         shards,

@@ -298,6 +298,9 @@ impl Registry {
         if let Some(problem) = group.capacity.problem() {
             return Err(bad(problem));
         }
+        if let Some(problem) = group.shares.problem(group.max_concurrency) {
+            return Err(bad(problem));
+        }
         Ok(())
     }
 }
@@ -309,14 +312,8 @@ fn tenant_check(tenant: &TenantQuota) -> Result<(), RegistryError> {
         problem,
     };
     manifest::check_tenant(&tenant.tenant).map_err(|e| bad(e.to_string()))?;
-    if tenant.weight <= 0 {
-        return Err(bad(format!(
-            "weight must be positive, not {}",
-            tenant.weight
-        )));
-    }
-    match tenant.max_in_flight {
-        Some(n) if n <= 0 => Err(bad(format!("max-in-flight must be positive, not {n}"))),
-        _ => Ok(()),
+    match tenant.problem() {
+        Some(problem) => Err(bad(problem)),
+        None => Ok(()),
     }
 }

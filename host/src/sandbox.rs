@@ -23,7 +23,7 @@ mod services;
 
 pub use crate::model::{RunReport, RunResult, TrapKind};
 pub use bindings::{Job, JobPre, paddock::job as wit};
-pub use limits::{GuestLimits, MemoryLimiter};
+pub use limits::{GuestLimits, MemoryLimiter, guest_memory_in_use};
 pub use services::{AttemptServices, HostFuture, NoServices, StopReason, StopSignal};
 
 use crate::model::capability::{self, CapabilityManifest};

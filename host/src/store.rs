@@ -24,6 +24,7 @@
 //! whole on one thread. Migrations are in `migrations/sqlite/` and
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
+mod backfill;
 mod columns;
 mod control;
 pub mod dialect;
@@ -33,6 +34,7 @@ mod groups;
 #[cfg(test)]
 mod guards;
 mod model;
+mod quotas;
 mod read;
 mod roles;
 mod runner;
@@ -44,9 +46,11 @@ mod wake;
 
 #[doc(hidden)]
 pub use async_trait::async_trait;
+pub use backfill::Backfilled;
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
+pub use quotas::{HOUR_MS, MINUTE_MS, RampNow, TenantHoldMove};
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the
 /// CLI, tests, benchmarks): `use paddock::store::prelude::*;`.

@@ -1396,6 +1396,7 @@ fn scan(at: i64, watermark: i64) -> ScanCommit {
         priority: 0,
         scheduled_at,
         state,
+        recovery: false,
     };
     ScanCommit {
         triggers: vec![

@@ -65,6 +65,7 @@ mod quotas;
 mod registration;
 mod scheduler;
 mod scheduler_fencing;
+mod shares;
 mod wake;
 
 use paddock::lease::{Runner, RunnerConfig};
@@ -206,6 +207,7 @@ impl TestHost {
                     grants: "[]".into(),
                     capacity: Default::default(),
                     aging_ms: paddock::model::group::DEFAULT_AGING_MS,
+                    shares: Default::default(),
                 },
                 "test",
             )

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// The logistics group of issue 16: 50 calls/s × 2 s = 100 in flight, 60
 /// reserved connections, 720 MiB / 18 MiB = 40 — and a configured max of
 /// 500, so the computed inputs are what bind.
-fn logistics() -> ResourceGroup {
+pub(crate) fn logistics() -> ResourceGroup {
     ResourceGroup {
         name: "logistics".into(),
         fuel_per_attempt: 1_000_000_000,
@@ -33,11 +33,12 @@ fn logistics() -> ResourceGroup {
             working_set_bytes: Some(18 << 20),
         },
         aging_ms: paddock::model::group::DEFAULT_AGING_MS,
+        shares: Default::default(),
     }
 }
 
 /// `n` due manual triggers of `job`.
-async fn triggers(host: &TestHost, job: &str, n: usize) {
+pub(crate) async fn triggers(host: &TestHost, job: &str, n: usize) {
     for i in 0..n {
         let new = NewTrigger::manual(job, serde_json::json!({ "i": i }), None);
         host.store.trigger_create(&new).await.unwrap();
@@ -58,7 +59,7 @@ async fn claim(store: &Store, owner: &str, limit: i64) -> Vec<Claim> {
 }
 
 /// Claim until a claim comes back empty; every claim taken.
-async fn claim_until_empty(store: &Store, owner: &str) -> Vec<Claim> {
+pub(crate) async fn claim_until_empty(store: &Store, owner: &str) -> Vec<Claim> {
     let mut all = Vec::new();
     loop {
         let batch = claim(store, owner, 100).await;
@@ -70,7 +71,7 @@ async fn claim_until_empty(store: &Store, owner: &str) -> Vec<Claim> {
 }
 
 /// End `claims` as succeeded, each having run `wall_ms`.
-async fn finish(store: &Store, claims: &[Claim], wall_ms: i64) {
+pub(crate) async fn finish(store: &Store, claims: &[Claim], wall_ms: i64) {
     let ends: Vec<_> = claims
         .iter()
         .map(|c| {
@@ -128,7 +129,7 @@ async fn the_logistics_group_runs_40_and_follows_its_service_time(db: Db) {
 /// now enforce `expected` (limit, binding input), and claims fill exactly
 /// that many slots.
 async fn governed_claims(host: &TestHost, expected: (i64, &str)) -> Vec<Claim> {
-    govern_once(&host.store).await.unwrap();
+    govern_once(&host.store, &Default::default()).await.unwrap();
     let load = host.store.group_load("logistics").await.unwrap().unwrap();
     assert_eq!(
         (load.effective_concurrency, load.effective_binding.as_str()),
@@ -262,7 +263,10 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
 }
 
 /// A runner with `slots` slots, claiming as many at a time.
-fn slots_runner(host: &TestHost, slots: usize) -> std::sync::Arc<paddock::lease::Runner> {
+pub(crate) fn slots_runner(
+    host: &TestHost,
+    slots: usize,
+) -> std::sync::Arc<paddock::lease::Runner> {
     paddock::lease::Runner::new(
         host.store.clone(),
         host.sandbox.clone(),
@@ -414,7 +418,10 @@ async fn a_groups_file_applies_whole_or_not_at_all(db: Db) {
     )
     .unwrap();
     let (applied, tenants) = host.registry.groups_apply(&example, "admin").await.unwrap();
-    assert_eq!(tenants, vec![quota("acme", 2, Some(20))]);
+    let mut acme = quota("acme", 2, Some(20));
+    acme.triggers_per_minute = Some(600);
+    acme.fuel_per_hour = Some(500_000_000_000);
+    assert_eq!(tenants, vec![acme]);
     let effective: Vec<(&str, i64, &str)> = applied
         .iter()
         .map(|(name, c)| (name.as_str(), c.effective, c.binding))
@@ -452,7 +459,7 @@ async fn a_groups_file_applies_whole_or_not_at_all(db: Db) {
 }
 
 /// A job of `tenant` in `group`, running the noop guest.
-async fn tenant_job(host: &TestHost, id: &str, tenant: &str, group: &str) {
+pub(crate) async fn tenant_job(host: &TestHost, id: &str, tenant: &str, group: &str) {
     let toml = format!(
         "id = \"{id}\"\ntenant = \"{tenant}\"\nresource_group = \"{group}\"\ncomponent = \"{}\"\n",
         crate::guest("noop").display()
@@ -464,7 +471,7 @@ async fn tenant_job(host: &TestHost, id: &str, tenant: &str, group: &str) {
 }
 
 /// A group of `slots` with no other input, for the fair-share tests.
-async fn plain_group(host: &TestHost, name: &str, slots: i64) {
+pub(crate) async fn plain_group(host: &TestHost, name: &str, slots: i64) {
     let mut group = logistics();
     group.name = name.into();
     group.max_concurrency = slots;
@@ -472,7 +479,7 @@ async fn plain_group(host: &TestHost, name: &str, slots: i64) {
     host.registry.group_put(group, "admin").await.unwrap();
 }
 
-fn tenants_of(claims: &[Claim]) -> (usize, usize) {
+pub(crate) fn tenants_of(claims: &[Claim]) -> (usize, usize) {
     let a = claims.iter().filter(|c| c.tenant == "a").count();
     (a, claims.len() - a)
 }
@@ -560,15 +567,14 @@ async fn with_real_runners_a_victim_starts_within_its_bound_under_a_flood(db: Db
     );
 }
 
-fn quota(
+pub(crate) fn quota(
     tenant: &str,
     weight: i64,
     max_in_flight: Option<i64>,
 ) -> paddock::model::group::TenantQuota {
     paddock::model::group::TenantQuota {
-        tenant: tenant.into(),
-        weight,
         max_in_flight,
+        ..paddock::model::group::TenantQuota::weighted(tenant, weight)
     }
 }
 

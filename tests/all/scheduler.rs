@@ -314,6 +314,15 @@ async fn misfire_all_catches_up_within_the_window_and_skips_older_times(db: Db) 
     // with the one on time; the 21 older ones are skipped.
     assert_eq!((report.created, report.skipped, report.parked), (10, 21, 0));
     assert_eq!(states(&host).await, [("pending".to_string(), 10)]);
+    // The 9 catch-up fires run in the recovery lane (a share of their
+    // group's capacity, ramped); the one on time is fresh work.
+    let lanes: Vec<(i64, i64)> = sqlx::query_as(host.store.sql(
+        "SELECT CAST(recovery AS BIGINT), count(*) FROM triggers GROUP BY recovery ORDER BY recovery",
+    ))
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(lanes, [(0, 1), (1, 9)]);
 }
 
 db_test!(a_catch_up_larger_than_max_catchup_waits_for_approval_instead_of_flooding);
@@ -460,6 +469,7 @@ async fn overlapping(
         priority: 0,
         scheduled_at: at,
         state: paddock::model::TriggerState::Pending,
+        recovery: false,
     };
     let shard = paddock::model::shard_of("slow", host.store.shard_count().await.unwrap());
     let lease = host

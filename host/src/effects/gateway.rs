@@ -329,6 +329,12 @@ impl EffectGateway {
         }
     }
 
+    /// The connectors whose breaker is open in this process and not yet
+    /// letting a probe through.
+    pub fn open_breakers(&self) -> Vec<String> {
+        self.connectors.open(self.now_ms())
+    }
+
     /// The breaker state of a connector in this process, if loaded.
     pub fn breaker_state(&self, connector: &str) -> Option<BreakerState> {
         self.connectors.breaker_state(connector)

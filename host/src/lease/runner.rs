@@ -9,10 +9,13 @@
 //! last checkpoint without spending retry budget.
 
 use super::drain::{self, DrainReport};
+use super::governor::FuelMeter;
 use super::group_commit::CommitQueue;
 use super::heartbeat::Heartbeats;
+use super::high_water::HighWater;
 use crate::effects::{EffectGateway, ParkSlot};
 use crate::model::retry::{Budget, RetryPolicy, budget_attempt_no};
+use crate::model::shares::Watermark;
 use crate::model::{
     AttemptEnd, Claim, EndDecision, EndInputs, FencingToken, LeaseRef, PlanSpec, ReleaseReason,
     ResourceGroup, RunReport, RunResult, StopReason, decide_end,
@@ -61,6 +64,13 @@ pub struct RunnerConfig {
     /// before it is interrupted (it then resumes from its last checkpoint).
     /// Default 10 s.
     pub drain_grace: Duration,
+    /// The database pool's saturation (connections in use / its maximum)
+    /// at which this process stops claiming, and the level at which it
+    /// resumes. Default 0.9 / 0.7.
+    pub pool_water: Watermark,
+    /// Guest linear memory in use in this process, bytes, at which it
+    /// stops claiming; it resumes at 80% of it. Default none.
+    pub memory_high_water: Option<u64>,
 }
 
 impl Default for RunnerConfig {
@@ -77,6 +87,11 @@ impl Default for RunnerConfig {
             poll_interval: Duration::from_millis(250),
             drain_timeout: Duration::from_secs(30),
             drain_grace: Duration::from_secs(10),
+            pool_water: Watermark {
+                high: 0.9,
+                low: 0.7,
+            },
+            memory_high_water: None,
         }
     }
 }
@@ -138,6 +153,9 @@ pub struct Runner {
     /// The stop signal of every attempt in flight, by attempt id, so a
     /// drain can ask them all to pause.
     in_flight: std::sync::Mutex<HashMap<i64, Arc<StopSignal>>>,
+    fuel: Arc<FuelMeter>,
+    /// Whether the pool's or memory's high-water mark holds its claims.
+    high_water: HighWater,
 }
 
 impl Runner {
@@ -181,11 +199,19 @@ impl Runner {
             commits,
             heartbeats,
             in_flight: Default::default(),
+            fuel: Default::default(),
+            high_water: HighWater::default(),
         })
     }
 
     pub fn effects(&self) -> &Arc<EffectGateway> {
         &self.effects
+    }
+
+    /// The fuel its guests burnt, per tenant, since the governor last
+    /// reported it (tenants' fuel per hour).
+    pub fn fuel(&self) -> &Arc<FuelMeter> {
+        &self.fuel
     }
 
     pub fn config(&self) -> &RunnerConfig {
@@ -317,6 +343,13 @@ impl Runner {
         if free == 0 || (free < worth_a_claim && !running.is_empty()) {
             return Ok(0);
         }
+        if self
+            .high_water
+            .holds(&self.config, self.store.as_ref())
+            .await
+        {
+            return Ok(0);
+        }
         let retry_slots = (free as f64 * self.config.retry_share).ceil() as i64;
         let claims = self
             .store
@@ -382,6 +415,7 @@ impl Runner {
             }
         }
         let (report, policy, breaker_wait_ms) = self.run_guest(&claim, &lease, &stop).await;
+        self.fuel.add(&claim.tenant, report.fuel_used);
         let budget = self.budget(&claim, &report).await;
         let decision = decide_end(EndInputs {
             report: &report,

@@ -22,6 +22,8 @@ pub struct ResourceGroup {
     /// trigger gains up to one slot's worth of priority over this long
     /// (`store/runner/claim.rs`, `fair_score`). Default [`DEFAULT_AGING_MS`].
     pub aging_ms: i64,
+    /// Its minimum share among groups and its recovery lane's share.
+    pub shares: super::shares::GroupShares,
 }
 
 /// A tenant's share and quota: its weight in each group's fair shares
@@ -31,6 +33,41 @@ pub struct TenantQuota {
     pub tenant: String,
     pub weight: i64,
     pub max_in_flight: Option<i64>,
+    /// Manual/API triggers the tenant may create per minute; one over it
+    /// waits (its due time moves to when the minute admits it).
+    pub triggers_per_minute: Option<i64>,
+    /// Guest fuel the tenant may burn per hour, across its attempts; over
+    /// it, its triggers wait until the hour's usage falls below.
+    pub fuel_per_hour: Option<i64>,
+}
+
+impl TenantQuota {
+    /// A tenant with only a weight.
+    pub fn weighted(tenant: &str, weight: i64) -> Self {
+        Self {
+            tenant: tenant.to_string(),
+            weight,
+            max_in_flight: None,
+            triggers_per_minute: None,
+            fuel_per_hour: None,
+        }
+    }
+
+    /// The first value out of range, named as the flag and the file spell
+    /// it.
+    pub fn problem(&self) -> Option<String> {
+        [
+            ("weight", Some(self.weight)),
+            ("max-in-flight", self.max_in_flight),
+            ("triggers-per-minute", self.triggers_per_minute),
+            ("fuel-per-hour", self.fuel_per_hour),
+        ]
+        .into_iter()
+        .find_map(|(field, value)| match value {
+            Some(v) if v <= 0 => Some(format!("{field} must be positive, not {v}")),
+            _ => None,
+        })
+    }
 }
 
 /// A minute: a tenant kept waiting that long gains one slot on equals.
@@ -277,6 +314,7 @@ mod tests {
                 working_set_bytes: Some(18 << 20),
             },
             aging_ms: DEFAULT_AGING_MS,
+            shares: Default::default(),
         }
     }
 

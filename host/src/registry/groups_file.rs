@@ -17,15 +17,21 @@
 //! deadline = "60s"
 //! grants = ["wasi:clocks/wall-clock@0.2.6"]
 //! aging = "60s"                # fair shares: a waiting tenant gains a slot
+//! min_share = 10               # slots guaranteed before other groups' extra
+//! recovery_share = 30          # % of capacity for catch-up/backfill/retries
+//! ramp_every = "30s"           # the recovery ramp's step (10→25→50→100%)
 //!
 //! [[tenant]]
 //! name = "acme"
 //! weight = 2                   # twice the share of a tenant of weight 1
 //! max_in_flight = 20           # across groups
+//! triggers_per_minute = 600    # manual/API triggers; more wait their turn
+//! fuel_per_hour = 50000000000  # guest fuel; over it the tenant's work waits
 //! ```
 
 use crate::model::ResourceGroup;
 use crate::model::group::{CapacityInputs, DEFAULT_AGING_MS, TenantQuota};
+use crate::model::shares::GroupShares;
 use crate::model::units::{parse_bytes, parse_millis};
 use serde::Deserialize;
 
@@ -51,6 +57,8 @@ struct TenantEntry {
     #[serde(default = "one")]
     weight: i64,
     max_in_flight: Option<i64>,
+    triggers_per_minute: Option<i64>,
+    fuel_per_hour: Option<i64>,
 }
 
 fn one() -> i64 {
@@ -79,6 +87,9 @@ struct Entry {
     #[serde(default)]
     grants: Vec<String>,
     aging: Option<String>,
+    min_share: Option<i64>,
+    recovery_share: Option<i64>,
+    ramp_every: Option<String>,
 }
 
 /// The groups and tenants a file declares, in file order; an error names
@@ -118,6 +129,8 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
                 tenant: t.name,
                 weight: t.weight,
                 max_in_flight: t.max_in_flight,
+                triggers_per_minute: t.triggers_per_minute,
+                fuel_per_hour: t.fuel_per_hour,
             })
         })
         .collect::<Result<_, _>>()?;
@@ -152,6 +165,17 @@ fn entry(e: Entry) -> Result<ResourceGroup, String> {
             .map(|t| parse_millis("aging", &t))
             .transpose()?
             .unwrap_or(DEFAULT_AGING_MS),
+        shares: GroupShares {
+            min_share: e.min_share.unwrap_or(0),
+            recovery_share_pct: e
+                .recovery_share
+                .unwrap_or(GroupShares::default().recovery_share_pct),
+            ramp_every_ms: e
+                .ramp_every
+                .map(|t| parse_millis("ramp_every", &t))
+                .transpose()?
+                .unwrap_or(GroupShares::default().ramp_every_ms),
+        },
         name: e.name,
     })
 }
@@ -169,14 +193,7 @@ mod tests {
              [[tenant]]\nname = \"acme\"\nweight = 3\n",
         )
         .unwrap();
-        assert_eq!(
-            groups.tenants,
-            vec![TenantQuota {
-                tenant: "acme".into(),
-                weight: 3,
-                max_in_flight: None
-            }]
-        );
+        assert_eq!(groups.tenants, vec![TenantQuota::weighted("acme", 3)]);
         let groups = groups.groups;
         assert_eq!(groups.len(), 2);
         assert_eq!(
@@ -189,6 +206,35 @@ mod tests {
         assert_eq!(g.capacity.service_time_ms, Some(2_000));
         assert_eq!(groups[1].memory_bytes, 64 << 20);
         assert_eq!(groups[1].max_concurrency, DEFAULT_CONCURRENCY);
+        assert_eq!(groups[1].shares, GroupShares::default());
+    }
+
+    #[test]
+    fn shares_and_tenant_quotas_parse() {
+        let file = parse(
+            "[[group]]\nname = \"g\"\nmin_share = 4\nrecovery_share = 20\nramp_every = \"1m\"\n\
+             [[tenant]]\nname = \"acme\"\ntriggers_per_minute = 600\nfuel_per_hour = 5000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            file.groups[0].shares,
+            GroupShares {
+                min_share: 4,
+                recovery_share_pct: 20,
+                ramp_every_ms: 60_000,
+            }
+        );
+        let t = &file.tenants[0];
+        assert_eq!(
+            (t.triggers_per_minute, t.fuel_per_hour),
+            (Some(600), Some(5000))
+        );
+        assert_eq!(
+            parse("[[group]]\nname = \"g\"\nramp_every = \"soon\"\n")
+                .err()
+                .unwrap(),
+            "group 'g': ramp_every: duration 'soon': expected a number at 'soon'"
+        );
     }
 
     #[test]

@@ -1,8 +1,19 @@
 //! Per-attempt limits taken from the resource group, and the memory limiter
 //! that enforces the group's cap and records the peak.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use wasmtime::ResourceLimiter;
+
+/// Linear memory the live guests of this process hold, bytes (what their
+/// stores grew to, summed; a store gives its share back when dropped).
+static GUEST_MEMORY_IN_USE: AtomicU64 = AtomicU64::new(0);
+
+/// Linear memory this process's live guests hold now, bytes: the level of
+/// the memory high-water mark.
+pub fn guest_memory_in_use() -> u64 {
+    GUEST_MEMORY_IN_USE.load(Ordering::Relaxed)
+}
 
 /// What one attempt may use.
 #[derive(Debug, Clone)]
@@ -60,6 +71,12 @@ impl MemoryLimiter {
     }
 }
 
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        GUEST_MEMORY_IN_USE.fetch_sub(self.current, Ordering::Relaxed);
+    }
+}
+
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
@@ -72,6 +89,7 @@ impl ResourceLimiter for MemoryLimiter {
             self.denied = true;
             return Ok(false);
         }
+        GUEST_MEMORY_IN_USE.fetch_add(after - self.current, Ordering::Relaxed);
         self.current = after;
         self.peak = self.peak.max(after);
         Ok(true)

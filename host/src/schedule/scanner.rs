@@ -346,6 +346,7 @@ impl Scanner {
                 priority: job.priority,
                 scheduled_at: at,
                 state,
+                recovery: at < to_millis(missed_before),
             });
         }
         Ok(())

@@ -82,7 +82,8 @@ impl ControlStore for Store {
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
              max_concurrency, grants, connector_rate_per_s, service_time_ms, db_connections, \
              memory_budget_bytes, working_set_bytes, effective_concurrency, effective_binding, \
-             aging_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+             aging_ms, min_share, recovery_share_pct, ramp_every_ms, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -95,7 +96,8 @@ impl ControlStore for Store {
              working_set_bytes = excluded.working_set_bytes, \
              effective_concurrency = excluded.effective_concurrency, \
              effective_binding = excluded.effective_binding, aging_ms = excluded.aging_ms, \
-             updated_at = excluded.updated_at"
+             min_share = excluded.min_share, recovery_share_pct = excluded.recovery_share_pct, \
+             ramp_every_ms = excluded.ramp_every_ms, updated_at = excluded.updated_at"
         )))
         .bind(&group.name)
         .bind(group.fuel_per_attempt)
@@ -111,6 +113,9 @@ impl ControlStore for Store {
         .bind(capacity.effective)
         .bind(capacity.binding)
         .bind(group.aging_ms)
+        .bind(group.shares.min_share)
+        .bind(group.shares.recovery_share_pct)
+        .bind(group.shares.ramp_every_ms)
         .execute(&mut *tx)
         .await?;
         self.audit_append(
@@ -130,17 +135,21 @@ impl ControlStore for Store {
     async fn tenant_put(&self, tenant: &TenantQuota, actor: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
         sqlx::query(self.sql(concat!(
-            "INSERT INTO tenants (tenant, weight, max_in_flight, created_at, updated_at) \
-             VALUES (?, ?, ?, ",
+            "INSERT INTO tenants (tenant, weight, max_in_flight, triggers_per_minute, \
+             fuel_per_hour, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
             ") ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight, \
-             max_in_flight = excluded.max_in_flight, updated_at = excluded.updated_at"
+             max_in_flight = excluded.max_in_flight, \
+             triggers_per_minute = excluded.triggers_per_minute, \
+             fuel_per_hour = excluded.fuel_per_hour, updated_at = excluded.updated_at"
         )))
         .bind(&tenant.tenant)
         .bind(tenant.weight)
         .bind(tenant.max_in_flight)
+        .bind(tenant.triggers_per_minute)
+        .bind(tenant.fuel_per_hour)
         .execute(&mut *tx)
         .await?;
         self.audit_append(
@@ -299,6 +308,16 @@ impl ControlStore for Store {
             version as u32,
             new.partition_key.as_deref(),
         );
+        // The tenant's per-minute quota is read and applied in the
+        // insert's transaction, its row locked on PostgreSQL, so creators
+        // racing for the same minute queue up instead of all getting in.
+        let (mut tx, _turn) = self.begin_write().await?;
+        let next_run_at = if new.origin == "manual" {
+            self.manual_due_at(&mut tx, &job.tenant, scheduled_at)
+                .await?
+        } else {
+            scheduled_at
+        };
         let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
              scheduled_at, partition_key, params, state, priority, next_run_at, created_at, updated_at) \
@@ -320,14 +339,15 @@ impl ControlStore for Store {
         .bind(&new.partition_key)
         .bind(canonical_json(&new.params))
         .bind(spec.priority as i64)
-        .bind(scheduled_at)
-        .execute(&self.pool)
+        .bind(next_run_at)
+        .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
         if inserted {
-            self.announce_due(&self.pool, scheduled_at).await?;
+            self.announce_due(&mut *tx, next_run_at).await?;
         }
+        tx.commit().await?;
         let record = self.trigger_by_key(&plan_key).await?;
         Ok((record, inserted))
     }

@@ -107,34 +107,67 @@ impl Store {
     /// Every tenant with a weight set (`paddock tenant list`); a tenant
     /// without a row weighs 1.
     pub async fn tenants_list(&self) -> StoreResult<Vec<TenantQuota>> {
-        let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(
-            self.sql("SELECT tenant, weight, max_in_flight FROM tenants ORDER BY tenant"),
-        )
+        type Row = (String, i64, Option<i64>, Option<i64>, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(self.sql(
+            "SELECT tenant, weight, max_in_flight, triggers_per_minute, fuel_per_hour \
+             FROM tenants ORDER BY tenant",
+        ))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(tenant, weight, max_in_flight)| TenantQuota {
-                tenant,
-                weight,
-                max_in_flight,
-            })
+            .map(
+                |(tenant, weight, max_in_flight, triggers_per_minute, fuel_per_hour)| TenantQuota {
+                    tenant,
+                    weight,
+                    max_in_flight,
+                    triggers_per_minute,
+                    fuel_per_hour,
+                },
+            )
             .collect())
     }
 
     /// Why a trigger that could run is still waiting, for people
-    /// (`trigger show`, `trigger list`): not due yet, its group full, its
-    /// tenant at its max in flight, or waiting its turn. `None` once it
-    /// runs or ended.
+    /// (`trigger show`, `trigger list`): deferred by its tenant's
+    /// per-minute quota, not due yet, its group held or full, its recovery
+    /// lane full, its tenant held over a quota or at its max in flight, or
+    /// waiting its turn. `None` once it runs or ended.
     pub async fn wait_reason(&self, t: &TriggerRecord) -> StoreResult<Option<String>> {
         use crate::model::TriggerState::{Pending, RetryWait};
         if !matches!(t.state, Pending | RetryWait) {
             return Ok(None);
         }
         let now = self.now_ms().await?;
+        type Quota = (Option<i64>, Option<i64>, Option<String>, i64);
+        let quota: Option<Quota> = sqlx::query_as(self.sql(concat!(
+            "SELECT max_in_flight, triggers_per_minute, held, (SELECT count(*) FROM triggers r \
+             WHERE r.state = ",
+            trigger_state!(running),
+            " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
+        )))
+        .bind(&t.tenant)
+        .fetch_optional(&self.pool)
+        .await?;
+        let (max_in_flight, per_minute, tenant_held, tenant_running) =
+            quota.unwrap_or((None, None, None, 0));
         if t.next_run_at > now {
             let at = crate::model::time::rfc3339(crate::model::time::from_millis(t.next_run_at));
+            if let Some(per_minute) = per_minute
+                && t.origin == "manual"
+                && t.next_run_at > t.scheduled_at
+            {
+                return Ok(Some(format!(
+                    "waits for tenant {}'s quota of {per_minute} manual triggers per minute: \
+                     due at {at}",
+                    t.tenant
+                )));
+            }
             return Ok(Some(format!("not due until {at}")));
+        }
+        let (held, _) = self.group_held(&t.resource_group).await?;
+        if let Some(why) = held {
+            return Ok(Some(format!("group {} is held: {why}", t.resource_group)));
         }
         if let Some(load) = self.load_of_group(&t.resource_group).await?
             && load.running >= load.effective_concurrency
@@ -144,24 +177,50 @@ impl Store {
                 t.resource_group, load.running, load.effective_concurrency, load.effective_binding
             )));
         }
-        let quota: Option<(Option<i64>, i64)> = sqlx::query_as(self.sql(concat!(
-            "SELECT max_in_flight, (SELECT count(*) FROM triggers r WHERE r.state = ",
-            trigger_state!(running),
-            " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
-        )))
-        .bind(&t.tenant)
-        .fetch_optional(&self.pool)
-        .await?;
-        if let Some((Some(max), running)) = quota
-            && running >= max
+        if let Some(why) = self.recovery_lane_full(t).await? {
+            return Ok(Some(why));
+        }
+        if let Some(why) = tenant_held {
+            return Ok(Some(format!("tenant {} is held: {why}", t.tenant)));
+        }
+        if let Some(max) = max_in_flight
+            && tenant_running >= max
         {
             return Ok(Some(format!(
-                "tenant {} is at its max in flight: {running} of {max} running",
+                "tenant {} is at its max in flight: {tenant_running} of {max} running",
                 t.tenant
             )));
         }
         Ok(Some(format!(
             "due: waiting for a claim (group {} shares its room between tenants by weight)",
+            t.resource_group
+        )))
+    }
+
+    /// Why a trigger of the recovery lane waits on the lane's ceiling, if
+    /// it does: the lane's running count at its cap as the claim would see
+    /// it with fresh work waiting (the lower of the two caps).
+    async fn recovery_lane_full(&self, t: &TriggerRecord) -> StoreResult<Option<String>> {
+        type Lane = (i64, i64, i64, i64, i64);
+        let (recovery, effective, share, ramp, recovering): Lane =
+            sqlx::query_as(self.sql(concat!(
+                "SELECT CAST(t.recovery AS BIGINT), g.effective_concurrency, g.recovery_share_pct, \
+                 g.recovery_ramp_pct, (SELECT count(*) FROM triggers v WHERE v.state = ",
+                trigger_state!(running),
+                " AND v.recovery = 1 AND v.resource_group = g.name) \
+             FROM triggers t JOIN resource_groups g ON g.name = t.resource_group WHERE t.id = ?"
+            )))
+            .bind(t.id)
+            .fetch_one(&self.pool)
+            .await?;
+        let in_lane = recovery == 1 || t.state == crate::model::TriggerState::RetryWait;
+        let cap = crate::model::shares::recovery_cap(effective, share, ramp, true);
+        if !in_lane || recovering < cap {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "group {}'s recovery lane is full: {recovering} running, its share {share}% \
+             (ramp at {ramp}%) of {effective} slots while fresh work waits",
             t.resource_group
         )))
     }

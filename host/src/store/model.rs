@@ -169,6 +169,9 @@ pub struct ScheduledTrigger {
     pub scheduled_at: i64,
     /// `pending`, or `manual` when parked for approval.
     pub state: TriggerState,
+    /// A catch-up fire (a missed time fired late): it runs in its group's
+    /// recovery lane.
+    pub recovery: bool,
 }
 
 /// A yes/no column, stored as 0/1 in both databases (an integer decodes the

@@ -26,6 +26,9 @@ pub(super) struct GroupRow {
     memory_budget_bytes: Option<i64>,
     working_set_bytes: Option<i64>,
     aging_ms: i64,
+    min_share: i64,
+    recovery_share_pct: i64,
+    ramp_every_ms: i64,
 }
 
 /// The columns of a [`GroupRow`].
@@ -33,7 +36,7 @@ macro_rules! group_columns {
     () => {
         "name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants, \
          connector_rate_per_s, service_time_ms, db_connections, memory_budget_bytes, \
-         working_set_bytes, aging_ms"
+         working_set_bytes, aging_ms, min_share, recovery_share_pct, ramp_every_ms"
     };
 }
 
@@ -54,6 +57,11 @@ impl From<GroupRow> for ResourceGroup {
                 working_set_bytes: row.working_set_bytes,
             },
             aging_ms: row.aging_ms,
+            shares: crate::model::shares::GroupShares {
+                min_share: row.min_share,
+                recovery_share_pct: row.recovery_share_pct,
+                ramp_every_ms: row.ramp_every_ms,
+            },
         }
     }
 }

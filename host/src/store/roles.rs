@@ -150,6 +150,11 @@ pub trait RunnerStore: ReadStore + Counters {
     fn concurrent_commits(&self) -> usize {
         1
     }
+    /// The database pool's connections in use and its maximum: the level
+    /// of the runner's pool high-water mark.
+    fn pool_load(&self) -> (u32, u32) {
+        (0, 1)
+    }
     /// Commit several attempts' ends in one transaction (group commit).
     /// Every transition is fenced by its own token; a stale one is left out
     /// — its attempt abandoned — and comes back as

@@ -64,6 +64,11 @@ impl RunnerStore for Store {
         }
     }
 
+    fn pool_load(&self) -> (u32, u32) {
+        let in_use = self.pool.size().saturating_sub(self.pool.num_idle() as u32);
+        (in_use, self.pool.options().get_max_connections())
+    }
+
     async fn lease_renew(
         &self,
         lease: &LeaseRef,

@@ -200,12 +200,13 @@ impl Store {
         let mut created = 0;
         for chunk in triggers.chunks(CHUNK) {
             let head = "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
-                 origin, scheduled_at, params, state, priority, next_run_at, created_at, updated_at) \
+                 origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
+                 updated_at) \
                  SELECT v.column1, v.column2, v.column3, v.column4, v.column5, 'schedule', \
-                     v.column6, '{}', v.column7, v.column8, v.column9, ";
+                     v.column6, '{}', v.column7, v.column8, v.column9, v.column10, ";
             let sql = self.dialect.multi_row(
                 &format!("{head}{now}, {now} FROM (", now = now_ms!()),
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 chunk.len(),
                 &format!(
                     ") AS v WHERE {} ON CONFLICT (plan_key) DO NOTHING",
@@ -229,7 +230,8 @@ impl Store {
                     .bind(t.scheduled_at)
                     .bind(t.state.as_str())
                     .bind(t.priority)
-                    .bind(t.scheduled_at);
+                    .bind(t.scheduled_at)
+                    .bind(i16::from(t.recovery));
             }
             insert = insert
                 .bind(lease.shard)

@@ -5,20 +5,16 @@
 
 mod demo;
 mod exceptions;
+mod groups;
 mod print;
 mod schedule;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
-use paddock::model::ResourceGroup;
-use paddock::model::group::{CapacityInputs, TenantQuota};
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
-use paddock::registry::groups_file::{
-    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, DEFAULT_FUEL, DEFAULT_MEMORY,
-};
 use paddock::sandbox::{Sandbox, SandboxConfig};
 use paddock::store::prelude::*;
 use paddock::store::{NewTrigger, Store};
@@ -59,10 +55,10 @@ enum Command {
     Job(JobCmd),
     /// Set and list resource groups.
     #[command(subcommand)]
-    Group(GroupCmd),
+    Group(groups::GroupCmd),
     /// Set and list tenants' weights in their groups' fair shares.
     #[command(subcommand)]
-    Tenant(TenantCmd),
+    Tenant(groups::TenantCmd),
     /// Create, list and show triggers.
     #[command(subcommand)]
     Trigger(TriggerCmd),
@@ -105,77 +101,6 @@ enum JobCmd {
     List,
     /// Show a job's plan versions.
     Show { job: String },
-}
-
-#[derive(Subcommand)]
-enum GroupCmd {
-    /// Create or change a resource group.
-    Set {
-        name: String,
-        /// Fuel per attempt.
-        #[arg(long, default_value_t = DEFAULT_FUEL)]
-        fuel: i64,
-        /// Memory cap per attempt, in bytes (suffixes KiB/MiB/GiB accepted).
-        #[arg(long, default_value = DEFAULT_MEMORY)]
-        memory: String,
-        /// Wall-clock deadline per attempt (e.g. 60s).
-        #[arg(long, default_value = DEFAULT_DEADLINE)]
-        deadline: String,
-        /// Attempts of this group running at once, at most (the configured
-        /// max; the effective concurrency may be lower, see `group show`).
-        #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
-        concurrency: i64,
-        /// The downstream connector's stable rate, calls per second.
-        #[arg(long)]
-        connector_rate: Option<f64>,
-        /// The expected service time of one attempt (e.g. 2s); with
-        /// --connector-rate it limits the group to rate × service time.
-        #[arg(long)]
-        service_time: Option<String>,
-        /// Database connections reserved for the group (each attempt holds one).
-        #[arg(long)]
-        db_connections: Option<i64>,
-        /// Memory the group's attempts may use together (e.g. 720MiB).
-        #[arg(long)]
-        memory_budget: Option<String>,
-        /// One attempt's working set (e.g. 18MiB); the observed peak replaces it.
-        #[arg(long)]
-        working_set: Option<String>,
-        /// Fair shares between the group's tenants: a tenant kept waiting
-        /// this long gains one slot's worth of priority on its equals.
-        #[arg(long, default_value = "60s")]
-        aging: String,
-        /// An import beyond paddock:job to grant (repeatable).
-        #[arg(long = "grant")]
-        grants: Vec<String>,
-    },
-    /// Create or change the groups a TOML file declares (`[[group]]` tables
-    /// with the flags of `group set` as fields); every value is checked
-    /// before any group is stored.
-    Apply { file: PathBuf },
-    /// List resource groups.
-    List,
-    /// Show a group: each input of its effective concurrency, the result,
-    /// which input binds, and how many of its attempts run now.
-    Show { name: String },
-}
-
-#[derive(Subcommand)]
-enum TenantCmd {
-    /// Set a tenant's weight: inside each group, tenants share the room by
-    /// weight (a tenant never set weighs 1).
-    Set {
-        name: String,
-        /// Its weight in each group's fair shares.
-        #[arg(long, default_value_t = 1)]
-        weight: i64,
-        /// Attempts of the tenant running at once, across groups (a claim
-        /// takes no more; its triggers wait, the reason shown by `trigger show`).
-        #[arg(long)]
-        max_in_flight: Option<i64>,
-    },
-    /// List the tenants whose weight or quota was set.
-    List,
 }
 
 #[derive(Subcommand)]
@@ -253,6 +178,16 @@ struct ServeArgs {
     /// before it is interrupted (it resumes from its last checkpoint).
     #[arg(long, default_value = "10s")]
     drain_grace: String,
+    /// Guest memory in use in this process (e.g. 2GiB) at which it stops
+    /// claiming until back under 80% of it (default: no mark).
+    #[arg(long)]
+    memory_high_water: Option<String>,
+    /// Database pool saturation (connections in use / pool size) at which
+    /// this process stops claiming, and at which it resumes.
+    #[arg(long, default_value_t = 0.9)]
+    pool_high_water: f64,
+    #[arg(long, default_value_t = 0.7)]
+    pool_low_water: f64,
 }
 
 fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
@@ -315,7 +250,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let cli = match cli.command {
         Command::Demo(args) => return demo::run(args).await,
         Command::Schedule(cmd) => {
-            schedule::run(cmd, &cli.database_url).await?;
+            schedule::run(cmd, &cli.database_url, &cli.actor).await?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Serve(args) => {
@@ -329,21 +264,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Component(cmd) => return component(&host, cmd, actor).await,
         Command::Job(cmd) => return job(&host, cmd, actor).await,
-        Command::Group(cmd) => return group(&host, cmd, actor).await,
-        Command::Tenant(TenantCmd::Set {
-            name,
-            weight,
-            max_in_flight,
-        }) => {
-            let tenant = TenantQuota {
-                tenant: name,
-                weight,
-                max_in_flight,
-            };
-            host.registry.tenant_put(&tenant, actor).await?;
-            print::tenants(&[tenant]);
-        }
-        Command::Tenant(TenantCmd::List) => print::tenants(&host.store.tenants_list().await?),
+        Command::Group(cmd) => groups::group(&host, cmd, actor).await?,
+        Command::Tenant(cmd) => groups::tenant(&host, cmd, actor).await?,
         Command::Trigger(cmd) => return trigger(&host, cmd, actor).await,
         Command::Audit(cmd) => return audit(&host, cmd).await,
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
@@ -432,80 +354,6 @@ async fn job(host: &Host, cmd: JobCmd, actor: &str) -> anyhow::Result<ExitCode> 
                 println!("    {}", v.spec);
             }
         }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `paddock group ...`
-async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<ExitCode> {
-    match cmd {
-        GroupCmd::Set {
-            name,
-            fuel,
-            memory,
-            deadline,
-            concurrency,
-            connector_rate,
-            service_time,
-            db_connections,
-            memory_budget,
-            working_set,
-            aging,
-            grants,
-        } => {
-            let bytes = |field: &str, text: Option<String>| {
-                text.map(|t| parse_bytes(field, &t)).transpose()
-            };
-            let group = ResourceGroup {
-                name: name.clone(),
-                fuel_per_attempt: fuel,
-                memory_bytes: parse_bytes("memory", &memory)?,
-                deadline_ms: millis_arg("deadline", &deadline)?,
-                max_concurrency: concurrency,
-                grants: serde_json::to_string(&grants)?,
-                capacity: CapacityInputs {
-                    connector_rate_per_s: connector_rate,
-                    service_time_ms: service_time
-                        .map(|t| millis_arg("service-time", &t))
-                        .transpose()?,
-                    db_connections,
-                    memory_budget_bytes: bytes("memory-budget", memory_budget)?,
-                    working_set_bytes: bytes("working-set", working_set)?,
-                },
-                aging_ms: millis_arg("aging", &aging)?,
-            };
-            let capacity = host.registry.group_put(group, actor).await?;
-            println!(
-                "group {name} set: effective concurrency {} (bound by {})",
-                capacity.effective, capacity.binding
-            );
-        }
-        GroupCmd::Apply { file } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read '{}'", file.display()))?;
-            let (applied, tenants) = host.registry.groups_apply(&text, actor).await?;
-            print::tenants(&tenants);
-            for (name, capacity) in applied {
-                println!(
-                    "group {name} set: effective concurrency {} (bound by {})",
-                    capacity.effective, capacity.binding
-                );
-            }
-        }
-        GroupCmd::Show { name } => {
-            let Some(group) = host.store.group_get(&name).await? else {
-                anyhow::bail!("no resource group named '{name}'");
-            };
-            let (observed, _) = paddock::store::capacity_now(&host.store, &group).await?;
-            let load = host
-                .store
-                .group_load(&name)
-                .await?
-                .unwrap_or_else(|| unreachable!("the group was just read"));
-            let pool = i64::from(host.sandbox.config().max_instances);
-            print::group_show(&group, &observed, &load, pool);
-        }
-        GroupCmd::List => print::groups(&host.store.groups_list().await?),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -614,11 +462,27 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
         poll_interval: duration_arg(&args.poll)?,
         drain_timeout: duration_arg(&args.drain_timeout)?,
         drain_grace: duration_arg(&args.drain_grace)?,
+        memory_high_water: args
+            .memory_high_water
+            .map(|m| parse_bytes("memory-high-water", &m).map(|b| b as u64))
+            .transpose()?,
+        pool_water: pool_water(args.pool_high_water, args.pool_low_water)?,
         ..config.runner
     };
     config.sandbox.cache_dir = cache_dir();
     config.guest_threads = args.guest_threads;
     Ok(config)
+}
+
+/// The pool's marks, checked: 0 < low <= high <= 1.
+fn pool_water(high: f64, low: f64) -> anyhow::Result<paddock::model::shares::Watermark> {
+    if !(high > 0.0 && high <= 1.0) {
+        bail!("--pool-high-water must be above 0 and at most 1, not {high}");
+    }
+    if !(low > 0.0 && low <= high) {
+        bail!("--pool-low-water must be above 0 and at most --pool-high-water ({high}), not {low}");
+    }
+    Ok(paddock::model::shares::Watermark { high, low })
 }
 
 /// A node until SIGTERM or Ctrl-C, then its drain report. The unfinished

@@ -101,6 +101,20 @@ impl Connectors {
         protocol::configured(name, self.get(name).await)
     }
 
+    /// The connectors whose breaker is open at `now_ms` (monotonic, the
+    /// breakers' clock) and will not yet let a probe through.
+    pub(super) fn open(&self, now_ms: u64) -> Vec<String> {
+        self.live
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, live)| {
+                matches!(live.breaker_state(), BreakerState::Open { until_ms } if until_ms > now_ms)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// The breaker state of a connector, if loaded.
     pub(super) fn breaker_state(&self, name: &str) -> Option<BreakerState> {
         self.live

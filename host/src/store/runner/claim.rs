@@ -30,6 +30,7 @@
 
 use super::super::dialect::now_ms;
 use super::super::*;
+use crate::model::shares::recovery_cap;
 use crate::model::{Claim, FencingToken};
 use crate::trigger_state;
 use rusqlite::OptionalExtension;
@@ -39,8 +40,8 @@ use std::collections::HashMap;
 /// claim (columns in this field order).
 struct Candidate {
     id: i64,
-    /// 0 due retries, 1 due pending triggers, 2 lapsed leases (1 and 2 are
-    /// the fresh lane).
+    /// 0 the recovery lane (due retries, catch-up fires, backfills), 1 due
+    /// fresh work, 2 lapsed leases (1 and 2 are the fresh lane).
     lane: i64,
     priority: i64,
     next_run_at: i64,
@@ -109,7 +110,10 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
     "UPDATE triggers SET state = ",
     trigger_state!(running),
     ", lease_owner = ?1, lease_until = ?2 + ?3, \
-         fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2 \
+         fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2, \
+         recovery = CASE WHEN state = ",
+    trigger_state!(retry_wait),
+    " THEN 1 ELSE recovery END \
      WHERE id = ?4 AND (state = ",
     trigger_state!(pending),
     " OR state = ",
@@ -168,19 +172,31 @@ macro_rules! candidate_columns {
 }
 
 /// Each group's room — its effective concurrency less its running
-/// triggers (lapsed leases still count: their holder may only be paused)
-/// — and its aging period.
-pub(in crate::store) const ROOM: &str = concat!(
-    "SELECT g.name, g.effective_concurrency - (SELECT count(*) FROM triggers r WHERE r.state = ",
+/// triggers (lapsed leases still count: their holder may only be paused),
+/// none while a high-water mark holds it — its aging period, and what its
+/// shares need: its effective concurrency, running count, minimum share,
+/// recovery share and ramp, and its recovery lane's running count.
+const ROOM: &str = concat!(
+    "SELECT g.name, g.held IS NOT NULL, g.aging_ms, g.effective_concurrency, \
+         (SELECT count(*) FROM triggers t WHERE t.state = ",
     trigger_state!(running),
-    " AND r.resource_group = g.name), g.aging_ms FROM resource_groups g"
+    " AND t.resource_group = g.name), g.min_share, g.recovery_share_pct, g.recovery_ramp_pct, \
+         (SELECT count(*) FROM triggers v WHERE v.state = ",
+    trigger_state!(running),
+    " AND v.recovery = 1 AND v.resource_group = g.name) FROM resource_groups g"
 );
 
-/// A group's room and aging period.
+/// A group as a claim sees it ([`ROOM`]).
 #[derive(Clone, Copy)]
 struct Room {
     room: i64,
     aging_ms: i64,
+    effective: i64,
+    running: i64,
+    min_share: i64,
+    recovery_share_pct: i64,
+    recovery_ramp_pct: i64,
+    recovering: i64,
 }
 
 /// Where a takeover goes in its lane: first (its attempt already started
@@ -206,16 +222,52 @@ pub(super) fn fair_score(
         - (head_wait_ms.max(0) as f64 / aging_ms.max(1) as f64).min(1.0)
 }
 
-/// The tenants with `state` work in `group`: a loose walk of that state's
-/// claim index, one probe per tenant, whatever their backlogs.
-macro_rules! tenants_walk {
-    ($state:ident) => {
+/// The predicates of the two claim lanes' indexes, spelled as the indexes
+/// are (`triggers_recovery`, `triggers_pending`) so their partial indexes
+/// serve them: the recovery lane — retries, and pending catch-up fires and
+/// backfills — and fresh work.
+macro_rules! recovery_lane {
+    ($t:literal) => {
         concat!(
-            "WITH RECURSIVE q (tenant) AS (SELECT (SELECT tenant FROM triggers WHERE state = ",
-            trigger_state!($state),
+            "(",
+            $t,
+            "state = ",
+            trigger_state!(retry_wait),
+            " OR (",
+            $t,
+            "state = ",
+            trigger_state!(pending),
+            " AND ",
+            $t,
+            "recovery = 1))"
+        )
+    };
+}
+macro_rules! fresh_lane {
+    ($t:literal) => {
+        concat!(
+            $t,
+            "state = ",
+            trigger_state!(pending),
+            " AND ",
+            $t,
+            "recovery = 0"
+        )
+    };
+}
+pub(in crate::store) use {fresh_lane, recovery_lane};
+
+/// The tenants with work of a lane (`$lane`, its predicate) in group
+/// `?1`: a loose walk of the lane's claim index, one probe per tenant,
+/// whatever their backlogs.
+macro_rules! tenants_walk {
+    ($($lane:tt)+) => {
+        concat!(
+            "WITH RECURSIVE q (tenant) AS (SELECT (SELECT tenant FROM triggers WHERE ",
+            $($lane)+,
             " AND resource_group = ?1 ORDER BY tenant LIMIT 1) \
-             UNION ALL SELECT (SELECT tenant FROM triggers WHERE state = ",
-            trigger_state!($state),
+             UNION ALL SELECT (SELECT tenant FROM triggers WHERE ",
+            $($lane)+,
             " AND resource_group = ?1 AND tenant > q.tenant ORDER BY tenant LIMIT 1) \
              FROM q WHERE q.tenant IS NOT NULL) SELECT tenant FROM q WHERE tenant IS NOT NULL"
         )
@@ -234,7 +286,7 @@ fn candidates_in(
     tenant_rooms: &mut HashMap<String, i64>,
 ) -> StoreResult<HashMap<i64, Candidate>> {
     // Each lane is an ordered walk of an index that stops after its rows:
-    // `triggers_retry` and `triggers_pending` (resource_group, tenant,
+    // `triggers_recovery` and `triggers_pending` (resource_group, tenant,
     // priority, next_run_at, id) per (group, tenant), `triggers_lease`
     // (lease_until, running rows only) for lapsed leases — so the cost
     // follows the batch and the tenants waiting, not the backlog, the
@@ -243,31 +295,24 @@ fn candidates_in(
     let mut due = tx.prepare_cached(concat!(
         candidate_columns!(),
         "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
-             WHERE state = ",
-        trigger_state!(retry_wait),
+             WHERE ",
+        recovery_lane!(""),
         " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
              ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
          UNION ALL \
          SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
-             WHERE state = ",
-        trigger_state!(pending),
+             WHERE ",
+        fresh_lane!(""),
         " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
              ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))) AS c \
          JOIN triggers t ON t.id = c.id"
     ))?;
-    let mut pending_tenants = tx.prepare_cached(tenants_walk!(pending))?;
-    let mut retry_tenants = tx.prepare_cached(tenants_walk!(retry_wait))?;
+    let mut pending_tenants = tx.prepare_cached(tenants_walk!(fresh_lane!("")))?;
+    let mut retry_tenants = tx.prepare_cached(tenants_walk!(recovery_lane!("")))?;
     let mut running_of = tx.prepare_cached(concat!(
         "SELECT count(*) FROM triggers WHERE state = ",
         trigger_state!(running),
         " AND resource_group = ?1 AND tenant = ?2"
-    ))?;
-    let mut quota_of =
-        tx.prepare_cached("SELECT weight, max_in_flight FROM tenants WHERE tenant = ?1")?;
-    let mut tenant_running = tx.prepare_cached(concat!(
-        "SELECT count(*) FROM triggers WHERE state = ",
-        trigger_state!(running),
-        " AND tenant = ?1"
     ))?;
     let mut candidates = HashMap::new();
     for (group, room) in rooms {
@@ -283,19 +328,7 @@ fn candidates_in(
         for tenant in tenants {
             let running: i64 =
                 running_of.query_row(rusqlite::params![group, tenant], |r| r.get(0))?;
-            let (weight, max_in_flight): (i64, Option<i64>) = quota_of
-                .query_row([&tenant], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?
-                .unwrap_or((1, None));
-            let tenant_room = match (max_in_flight, tenant_rooms.get(&tenant)) {
-                (None, _) => limit,
-                (Some(_), Some(room)) => *room,
-                (Some(max), None) => {
-                    let running: i64 = tenant_running.query_row([&tenant], |r| r.get(0))?;
-                    tenant_rooms.insert(tenant.clone(), max - running);
-                    max - running
-                }
-            };
+            let (weight, tenant_room) = tenant_share(tx, &tenant, limit, tenant_rooms)?;
             if tenant_room <= 0 {
                 continue;
             }
@@ -323,6 +356,44 @@ fn candidates_in(
     Ok(candidates)
 }
 
+/// A tenant's weight and its room in this claim: none while held over a
+/// quota, its max in flight less its running attempts across groups if it
+/// has one (counted once per claim, then kept in `tenant_rooms`), else the
+/// claim's limit.
+fn tenant_share(
+    tx: &rusqlite::Transaction<'_>,
+    tenant: &str,
+    limit: i64,
+    tenant_rooms: &mut HashMap<String, i64>,
+) -> StoreResult<(i64, i64)> {
+    let mut quota_of = tx.prepare_cached(
+        "SELECT weight, max_in_flight, held IS NOT NULL FROM tenants WHERE tenant = ?1",
+    )?;
+    let (weight, max_in_flight, held): (i64, Option<i64>, bool) = quota_of
+        .query_row([tenant], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?
+        .unwrap_or((1, None, false));
+    let room = match (held, max_in_flight, tenant_rooms.get(tenant)) {
+        (true, _, _) => {
+            tenant_rooms.insert(tenant.to_string(), 0);
+            0
+        }
+        (false, None, _) => limit,
+        (false, Some(_), Some(room)) => *room,
+        (false, Some(max), None) => {
+            let mut tenant_running = tx.prepare_cached(concat!(
+                "SELECT count(*) FROM triggers WHERE state = ",
+                trigger_state!(running),
+                " AND tenant = ?1"
+            ))?;
+            let running: i64 = tenant_running.query_row([tenant], |r| r.get(0))?;
+            tenant_rooms.insert(tenant.to_string(), max - running);
+            max - running
+        }
+    };
+    Ok((weight, room))
+}
+
 /// Score one tenant's queue in a group ([`fair_score`]): in each lane, its
 /// k-th candidate in (priority, next_run_at, id) order, aged by the lane's
 /// oldest.
@@ -345,46 +416,184 @@ fn score_queue(queue: &mut [Candidate], running: i64, weight: i64, now: i64, agi
 fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, Room>> {
     let mut room = tx.prepare_cached(ROOM)?;
     let rows = room.query_map([], |row| {
+        let (held, effective, running): (bool, i64, i64) = (row.get(1)?, row.get(3)?, row.get(4)?);
         Ok((
             row.get(0)?,
             Room {
-                room: row.get(1)?,
+                room: if held { 0 } else { effective - running },
                 aging_ms: row.get(2)?,
+                effective,
+                running,
+                min_share: row.get(5)?,
+                recovery_share_pct: row.get(6)?,
+                recovery_ramp_pct: row.get(7)?,
+                recovering: row.get(8)?,
             },
         ))
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// Minimum shares: in each lane's order, a group's first candidates — as
+/// many as it runs short of its minimum share (`short_of`) — move ahead of
+/// every other candidate but takeovers, keeping their order; the rest
+/// keep theirs behind them. `key` says whether a candidate is in the
+/// recovery lane and its group (`None` for a takeover, which stays first).
+/// PostgreSQL's claim orders the same way (`store/runner/postgres.rs`).
+pub(super) fn guaranteed_first<'a, T: Copy>(
+    order: &mut [T],
+    key: impl Fn(&T) -> (bool, Option<&'a str>),
+    short_of: impl Fn(&str) -> i64,
+) {
+    let mut rank: HashMap<(bool, &'a str), i64> = HashMap::new();
+    let class: Vec<(bool, u8)> = order
+        .iter()
+        .map(|c| match key(c) {
+            (lane, None) => (!lane, 0),
+            (lane, Some(group)) => {
+                let k = rank.entry((lane, group)).or_insert(0);
+                *k += 1;
+                (!lane, if *k <= short_of(group) { 1 } else { 2 })
+            }
+        })
+        .collect();
+    let mut keyed: Vec<((bool, u8), usize)> = class.into_iter().zip(0..).collect();
+    keyed.sort_by_key(|(class, at)| (*class, *at));
+    let reordered: Vec<T> = keyed.into_iter().map(|(_, at)| order[at]).collect();
+    order.copy_from_slice(&reordered);
+}
+
+/// One new claim as [`within_room`] sees it.
+pub(super) struct Pick<'a> {
+    pub group: &'a str,
+    pub tenant: &'a str,
+    /// In the recovery lane (a retry, a catch-up fire or a backfill).
+    pub recovery: bool,
+}
+
+/// What a claim may still start: per group (its effective concurrency
+/// less its running), per tenant with a max in flight or held, and per
+/// group's recovery lane (its ceiling less its running recovery).
+pub(super) struct Rooms {
+    pub group: HashMap<String, i64>,
+    pub tenant: HashMap<String, i64>,
+    pub recovery: HashMap<String, i64>,
+}
+
 /// The cut of a chosen batch to the rooms: in the order of choice, a new
-/// claim is kept if it is within its group's room and within its tenant's
-/// (ranks count every new claim chosen before it, kept or not — the same
-/// cut PostgreSQL's claim makes with `row_number()`). A tenant without a
-/// room entry has no max in flight. Takeovers (`of` says `None`) are
-/// always kept, since the trigger they take over is already counted as
-/// running.
+/// claim of the recovery lane is kept only within its group's recovery
+/// room; then a new claim is kept if it is within its group's room and
+/// within its tenant's (those ranks count every new claim chosen before
+/// it that the recovery cut left, kept or not — the same cut PostgreSQL's
+/// claim makes with `row_number()`). A tenant without a room
+/// entry has no max in flight; a group without a recovery entry has no
+/// recovery ceiling. Takeovers (`of` says `None`) are always kept, since
+/// the trigger they take over is already counted as running.
 pub(super) fn within_room<'a>(
     chosen: Vec<i64>,
-    of: impl Fn(i64) -> Option<(&'a str, &'a str)>,
-    room: &HashMap<String, i64>,
-    tenant_room: &HashMap<String, i64>,
+    of: impl Fn(i64) -> Option<Pick<'a>>,
+    rooms: &Rooms,
 ) -> Vec<i64> {
     let mut group_rank: HashMap<&str, i64> = HashMap::new();
     let mut tenant_rank: HashMap<&str, i64> = HashMap::new();
+    let mut recovery_rank: HashMap<&str, i64> = HashMap::new();
+    let rank = |ranks: &mut HashMap<&'a str, i64>, key: &'a str| {
+        let r = ranks.entry(key).or_insert(0);
+        *r += 1;
+        *r
+    };
     chosen
         .into_iter()
         .filter(|id| match of(*id) {
             None => true,
-            Some((group, tenant)) => {
-                let g = group_rank.entry(group).or_insert(0);
-                *g += 1;
-                let t = tenant_rank.entry(tenant).or_insert(0);
-                *t += 1;
-                *g <= room.get(group).copied().unwrap_or(0)
-                    && tenant_room.get(tenant).is_none_or(|r| *t <= *r)
+            Some(pick) => {
+                // The recovery lane's ceiling first: a pick it cuts takes
+                // no group or tenant room from those after it.
+                if pick.recovery {
+                    let r = rank(&mut recovery_rank, pick.group);
+                    if rooms.recovery.get(pick.group).is_some_and(|room| r > *room) {
+                        return false;
+                    }
+                }
+                let g = rank(&mut group_rank, pick.group);
+                let t = rank(&mut tenant_rank, pick.tenant);
+                g <= rooms.group.get(pick.group).copied().unwrap_or(0)
+                    && rooms.tenant.get(pick.tenant).is_none_or(|room| t <= *room)
             }
         })
         .collect()
+}
+
+/// The batch, in claim order: each lane in fair-share order with groups
+/// short of their minimum share first ([`guaranteed_first`]), the lanes'
+/// shares ([`choose_batch`]), then the cut to the rooms ([`within_room`]).
+fn choose(
+    candidates: &HashMap<i64, Candidate>,
+    rooms: &HashMap<String, Room>,
+    tenant_rooms: HashMap<String, i64>,
+    limit: i64,
+    share: i64,
+) -> Vec<i64> {
+    // Claim order within each lane: fair share (takeovers first), then
+    // (priority, next_run_at, id).
+    let mut order: Vec<&Candidate> = candidates.values().collect();
+    order.sort_unstable_by(|a, b| {
+        (a.lane != 0)
+            .cmp(&(b.lane != 0))
+            .then(a.score.total_cmp(&b.score))
+            .then((a.priority, a.next_run_at, a.id).cmp(&(b.priority, b.next_run_at, b.id)))
+    });
+    guaranteed_first(
+        &mut order,
+        |c| {
+            (
+                c.lane == 0,
+                (c.lane != 2).then_some(c.resource_group.as_str()),
+            )
+        },
+        |group| rooms.get(group).map_or(0, |r| r.min_share - r.running),
+    );
+    let (retries, fresh): (Vec<i64>, Vec<i64>) = {
+        let (r, f): (Vec<&&Candidate>, Vec<&&Candidate>) = order.iter().partition(|c| c.lane == 0);
+        (
+            r.iter().map(|c| c.id).collect(),
+            f.iter().map(|c| c.id).collect(),
+        )
+    };
+    let chosen = choose_batch(&retries, &fresh, limit as usize, share as usize);
+    let fresh_waiting: std::collections::HashSet<&str> = candidates
+        .values()
+        .filter(|c| c.lane == 1)
+        .map(|c| c.resource_group.as_str())
+        .collect();
+    let room = Rooms {
+        group: rooms.iter().map(|(g, r)| (g.clone(), r.room)).collect(),
+        tenant: tenant_rooms,
+        recovery: rooms
+            .iter()
+            .map(|(g, r)| {
+                let cap = recovery_cap(
+                    r.effective,
+                    r.recovery_share_pct,
+                    r.recovery_ramp_pct,
+                    fresh_waiting.contains(g.as_str()),
+                );
+                (g.clone(), cap - r.recovering)
+            })
+            .collect(),
+    };
+    within_room(
+        chosen,
+        |id| {
+            let c = &candidates[&id];
+            (c.lane != 2).then_some(Pick {
+                group: c.resource_group.as_str(),
+                tenant: c.tenant.as_str(),
+                recovery: c.lane == 0,
+            })
+        },
+        &room,
+    )
 }
 
 /// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
@@ -405,33 +614,7 @@ fn claim_in(
     let rooms = room_in(tx)?;
     let mut tenant_rooms = HashMap::new();
     let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
-    // Claim order within each lane: fair share (takeovers first), then
-    // (priority, next_run_at, id).
-    let mut order: Vec<&Candidate> = candidates.values().collect();
-    order.sort_unstable_by(|a, b| {
-        (a.lane != 0)
-            .cmp(&(b.lane != 0))
-            .then(a.score.total_cmp(&b.score))
-            .then((a.priority, a.next_run_at, a.id).cmp(&(b.priority, b.next_run_at, b.id)))
-    });
-    let (retries, fresh): (Vec<i64>, Vec<i64>) = {
-        let (r, f): (Vec<&&Candidate>, Vec<&&Candidate>) = order.iter().partition(|c| c.lane == 0);
-        (
-            r.iter().map(|c| c.id).collect(),
-            f.iter().map(|c| c.id).collect(),
-        )
-    };
-    let chosen = choose_batch(&retries, &fresh, limit as usize, share as usize);
-    let room: HashMap<String, i64> = rooms.iter().map(|(g, r)| (g.clone(), r.room)).collect();
-    let chosen = within_room(
-        chosen,
-        |id| {
-            let c = &candidates[&id];
-            (c.lane != 2).then_some((c.resource_group.as_str(), c.tenant.as_str()))
-        },
-        &room,
-        &tenant_rooms,
-    );
+    let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
     let mut claim = tx.prepare_cached(CLAIM_ROW)?;
     // An attempt left open by a previous holder (a lapsed lease) is
     // closed as taken over now. Every release path ends its attempt in the
@@ -492,8 +675,7 @@ fn claim_in(
 
 #[cfg(test)]
 mod tests {
-    use super::{choose_batch, fair_score, within_room};
-    use std::collections::HashMap;
+    use super::{Pick, Rooms, choose_batch, fair_score, guaranteed_first, within_room};
 
     #[test]
     fn retries_get_their_share_then_fresh_work_then_the_spare() {
@@ -516,34 +698,85 @@ mod tests {
         assert_eq!(choose_batch(&[], &[], 4, 2), Vec::<i64>::new());
     }
 
+    fn pick(group: &'static str, tenant: &'static str, recovery: bool) -> Option<Pick<'static>> {
+        Some(Pick {
+            group,
+            tenant,
+            recovery,
+        })
+    }
+
+    fn rooms(group: &[(&str, i64)], tenant: &[(&str, i64)], recovery: &[(&str, i64)]) -> Rooms {
+        let map = |pairs: &[(&str, i64)]| pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        Rooms {
+            group: map(group),
+            tenant: map(tenant),
+            recovery: map(recovery),
+        }
+    }
+
     #[test]
     fn each_group_and_tenant_keeps_its_room_and_takeovers_need_none() {
-        let room = HashMap::from([("a".to_string(), 2), ("b".to_string(), 0)]);
-        let no_tenant_limit = HashMap::new();
+        let room = rooms(&[("a", 2), ("b", 0)], &[], &[]);
         // 1..=4 new work of group a, 5 of b, 6 a takeover of group b.
         let of = |id: i64| match id {
-            1..=4 => Some(("a", "t")),
-            5 => Some(("b", "t")),
+            1..=4 => pick("a", "t", false),
+            5 => pick("b", "t", false),
             _ => None,
         };
         assert_eq!(
-            within_room(vec![3, 5, 1, 6, 2, 4], of, &room, &no_tenant_limit),
+            within_room(vec![3, 5, 1, 6, 2, 4], of, &room),
             vec![3, 1, 6]
         );
         // A group the claim has no room row for gets nothing.
         assert_eq!(
-            within_room(vec![7], |_| Some(("gone", "t")), &room, &no_tenant_limit),
+            within_room(vec![7], |_| pick("gone", "t", false), &room),
             Vec::<i64>::new()
         );
         // Tenant u may run one more: its second pick is cut, and still
         // counts in its group's rank.
-        let room = HashMap::from([("a".to_string(), 3)]);
-        let tenant_room = HashMap::from([("u".to_string(), 1)]);
-        let of = |id: i64| Some(("a", if id < 10 { "u" } else { "v" }));
+        let room = rooms(&[("a", 3)], &[("u", 1)], &[]);
+        let of = |id: i64| pick("a", if id < 10 { "u" } else { "v" }, false);
+        assert_eq!(within_room(vec![1, 2, 10, 11], of, &room), vec![1, 10]);
+    }
+
+    #[test]
+    fn the_recovery_lane_keeps_to_its_room_and_fresh_work_takes_the_rest() {
+        // Group a: room 5, of which the recovery lane may take 2.
+        let room = rooms(&[("a", 5)], &[], &[("a", 2)]);
+        // 1..=4 recovery, 10..=14 fresh.
+        let of = |id: i64| pick("a", "t", id < 10);
         assert_eq!(
-            within_room(vec![1, 2, 10, 11], of, &room, &tenant_room),
-            vec![1, 10]
+            within_room(vec![1, 2, 3, 10, 4, 11, 12, 13], of, &room),
+            vec![1, 2, 10, 11, 12]
         );
+        // A recovery lane already at its ceiling takes nothing.
+        let full = rooms(&[("a", 5)], &[], &[("a", 0)]);
+        assert_eq!(within_room(vec![1, 10], of, &full), vec![10]);
+    }
+
+    #[test]
+    fn groups_short_of_their_minimum_share_go_first_in_each_lane() {
+        // (recovery lane?, group; None a takeover), in fair-share order.
+        let order = [
+            (false, Some("big")),
+            (false, Some("big")),
+            (false, None),
+            (false, Some("small")),
+            (false, Some("small")),
+            (false, Some("small")),
+            (true, Some("small")),
+            (true, Some("big")),
+        ];
+        let mut ids: Vec<usize> = (0..order.len()).collect();
+        // small runs 1 of its minimum share of 3: two of its candidates per
+        // lane go first; big has no minimum share.
+        guaranteed_first(
+            &mut ids,
+            |i| order[*i],
+            |group| if group == "small" { 2 } else { 0 },
+        );
+        assert_eq!(ids, vec![6, 7, 2, 3, 4, 0, 1, 5]);
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 use super::super::fence::lease_fence;
 use super::super::*;
+use super::claim::{fresh_lane, recovery_lane};
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
 use crate::trigger_state;
@@ -33,34 +34,44 @@ macro_rules! pg_now {
     };
 }
 
-/// Each group's room: its effective concurrency less its running triggers
-/// (`triggers_running`; lapsed leases still count — their holder may only
-/// be paused). Read after [`LOCK_GROUPS`], so every claim committed before
-/// this one is counted.
+/// Each group as a claim sees it: its room — its effective concurrency
+/// less its running triggers (`triggers_running`; lapsed leases still
+/// count — their holder may only be paused), none while a high-water mark
+/// holds it — and what its shares need (its running count, minimum
+/// share, recovery share and ramp, and its recovery lane's running count,
+/// from `triggers_recovering`). Read after [`LOCK_GROUPS`], so every claim
+/// committed before this one is counted.
 macro_rules! claim_room {
     () => {
         concat!(
-            "SELECT g.name, g.aging_ms, g.effective_concurrency - (SELECT count(*) FROM triggers r \
-         WHERE r.state = ",
+            "SELECT g.name, g.aging_ms, g.effective_concurrency AS eff, g.min_share, \
+         g.recovery_share_pct, g.recovery_ramp_pct, r.running, \
+         CASE WHEN g.held IS NULL THEN g.effective_concurrency - r.running ELSE 0 END AS room, \
+         (SELECT count(*) FROM triggers v WHERE v.state = ",
             trigger_state!(running),
-            " AND r.resource_group = g.name) AS room FROM resource_groups g"
+            " AND v.recovery = 1 AND v.resource_group = g.name) AS recovering \
+     FROM resource_groups g CROSS JOIN LATERAL (SELECT count(*) AS running FROM triggers t \
+         WHERE t.state = ",
+            trigger_state!(running),
+            " AND t.resource_group = g.name) AS r"
         )
     };
 }
 
-/// The tenants with `state` work in each group with room: a loose walk of
-/// that state's claim index (`(resource_group, tenant, …)`), one probe per
-/// tenant whatever its backlog. `$cte` names the recursive CTE.
+/// The tenants with work of a lane (`$lane`, its predicate — see
+/// [`super::claim::recovery_lane`]) in each group with room: a loose walk
+/// of that lane's claim index (`(resource_group, tenant, …)`), one probe
+/// per tenant whatever its backlog. `$cte` names the recursive CTE.
 macro_rules! tenants_walk {
-    ($cte:literal, $state:ident) => {
+    ($cte:literal, $($lane:tt)+) => {
         concat!(
             $cte,
-            " (grp, tenant) AS (SELECT room.name, (SELECT t.tenant FROM triggers t WHERE t.state = ",
-            trigger_state!($state),
+            " (grp, tenant) AS (SELECT room.name, (SELECT t.tenant FROM triggers t WHERE ",
+            $($lane)+,
             " AND t.resource_group = room.name ORDER BY t.tenant LIMIT 1) FROM room \
          WHERE room.room > 0 \
-         UNION ALL SELECT w.grp, (SELECT t.tenant FROM triggers t WHERE t.state = ",
-            trigger_state!($state),
+         UNION ALL SELECT w.grp, (SELECT t.tenant FROM triggers t WHERE ",
+            $($lane)+,
             " AND t.resource_group = w.grp AND t.tenant > w.tenant ORDER BY t.tenant LIMIT 1) \
          FROM ",
             $cte,
@@ -69,13 +80,14 @@ macro_rules! tenants_walk {
     };
 }
 
-/// One queue of a claim lane: per (group, tenant) with due `state` work,
-/// at most the group's room (and `$4`) rows in (priority, next_run_at, id)
-/// order, locked — an ordered probe of that state's claim index — each
-/// scored by [`super::claim::fair_score`]: (running + k) / weight less an
-/// aging bonus of at most 1 as the tenant's oldest candidate waits.
+/// One queue of a claim lane: per (group, tenant) with due work of the
+/// lane (`$lane`, its predicate), at most the group's room (and `$4`)
+/// rows in (priority, next_run_at, id) order, locked — an ordered probe of
+/// that lane's claim index — each scored by [`super::claim::fair_score`]:
+/// (running + k) / weight less an aging bonus of at most 1 as the tenant's
+/// oldest candidate waits.
 macro_rules! claim_queue {
-    ($state:ident) => {
+    ($($lane:tt)+) => {
         concat!(
             "SELECT q.id, q.resource_group, q.priority, q.next_run_at, false AS takeover, \
          s.tenant, s.t_room, \
@@ -84,8 +96,8 @@ macro_rules! claim_queue {
          - least(greatest((SELECT now FROM clock) - min(q.next_run_at) OVER \
              (PARTITION BY s.grp, s.tenant), 0)::FLOAT8 / s.aging_ms, 1.0) AS score \
      FROM tenancy s CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
-         FROM triggers WHERE state = ",
-            trigger_state!($state),
+         FROM triggers WHERE ",
+            $($lane)+,
             " AND resource_group = s.grp AND tenant = s.tenant \
          AND next_run_at <= (SELECT now FROM clock) \
          ORDER BY priority, next_run_at, id LIMIT greatest(least($4, s.room, s.t_room), 0) \
@@ -94,17 +106,19 @@ macro_rules! claim_queue {
     };
 }
 
-/// Lane 1, due retries ([`crate::model::Transition::Claim`] from
-/// `retry_wait`): every (group, tenant) queue of them ([`claim_queue`]).
+/// Lane 1, recovery: due retries ([`crate::model::Transition::Claim`]
+/// from `retry_wait`) and due pending catch-up fires and backfills —
+/// every (group, tenant) queue of them ([`claim_queue`]).
 macro_rules! claim_retries {
     () => {
-        claim_queue!(retry_wait)
+        claim_queue!(recovery_lane!(""))
     };
 }
 #[cfg(test)]
 pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 
-/// Lane 2, fresh work: due `pending` triggers, queued as the retries are,
+/// Lane 2, fresh work: due `pending` triggers not in the recovery lane,
+/// queued as the recovery lane's are,
 /// and `running` ones whose lease lapsed (`triggers_lease`, longest lapsed
 /// first, whatever their group's room: a takeover adds nothing to the
 /// running count; first in the lane, since their attempt is stuck) —
@@ -113,7 +127,7 @@ pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 macro_rules! claim_fresh {
     () => {
         concat!(
-            claim_queue!(pending),
+            claim_queue!(fresh_lane!("")),
             " UNION ALL \
      SELECT id, resource_group, priority, next_run_at, true, NULL, NULL, -1e9::FLOAT8 \
      FROM (SELECT id, \
@@ -140,7 +154,9 @@ macro_rules! claim_update {
             trigger_state!(running),
             ", lease_owner = $2, lease_until = (SELECT now FROM clock) + $3, \
          fencing_token = triggers.fencing_token + 1, attempts = triggers.attempts + 1, \
-         updated_at = (SELECT now FROM clock) \
+         updated_at = (SELECT now FROM clock), recovery = CASE WHEN triggers.state = ",
+            trigger_state!(retry_wait),
+            " THEN 1 ELSE triggers.recovery END \
      WHERE triggers.id = ANY(ARRAY(SELECT id FROM chosen)) \
      RETURNING triggers.id, triggers.fencing_token, triggers.attempts, triggers.lease_until, \
          triggers.updated_at, triggers.job_id, triggers.tenant, triggers.plan_version, \
@@ -151,6 +167,26 @@ macro_rules! claim_update {
 }
 #[cfg(test)]
 pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
+
+/// A lane's candidates in claim order (`n`): takeovers first, then each
+/// group's first candidates — as many as it runs short of its minimum
+/// share — then the rest, each part by fair-share score, then (priority,
+/// next_run_at, id): [`super::claim::guaranteed_first`]'s order.
+macro_rules! lane_order {
+    ($($lane:tt)+) => {
+        concat!(
+            "SELECT id, resource_group, takeover, tenant, t_room, row_number() OVER (ORDER BY \
+             CASE WHEN takeover THEN 0 WHEN gk <= min_share - running THEN 1 ELSE 2 END, \
+             score, priority, next_run_at, id) AS n \
+         FROM (SELECT lane.*, room.min_share, room.running, row_number() OVER \
+             (PARTITION BY lane.resource_group, lane.takeover \
+              ORDER BY lane.score, lane.priority, lane.next_run_at, lane.id) AS gk \
+             FROM (",
+            $($lane)+,
+            ") AS lane LEFT JOIN room ON room.name = lane.resource_group) AS ranked"
+        )
+    };
+}
 
 /// Claims serialize on the groups' rows, taken in name order before the
 /// claim statement reads its snapshot: the room a claim counts then
@@ -165,8 +201,10 @@ const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO
 /// [`super::claim::choose_batch`]'s: up to `$5` retries, fresh work for
 /// the rest, then more retries if fresh work left room and the share was
 /// filled; then [`super::claim::within_room`]'s cut: in that order (`ord`),
-/// each group's new claims up to its room and each tenant's up to its
-/// room under its max in flight.
+/// each group's recovery lane up to its recovery room (its ceiling —
+/// the ramp's step, and the share while fresh work waits — less its
+/// running recovery), then each group's new claims up to its room and
+/// each tenant's up to its room under its max in flight (none if held).
 /// A trigger claimed again gets any attempt a previous holder left open
 /// closed as `expired`, and its first start is read for the total-time
 /// budget; every claimed trigger gets its new attempt row.
@@ -177,14 +215,14 @@ const CLAIM: &str = concat!(
      room AS MATERIALIZED (",
     claim_room!(),
     "), ",
-    tenants_walk!("pending_tenants", pending),
+    tenants_walk!("pending_tenants", fresh_lane!("t.")),
     ", ",
-    tenants_walk!("retry_tenants", retry_wait),
+    tenants_walk!("retry_tenants", recovery_lane!("t.")),
     ", \
      tenancy AS MATERIALIZED (SELECT q.grp, q.tenant, room.room, room.aging_ms, \
          coalesce(w.weight, 1) AS weight, \
-         CASE WHEN w.max_in_flight IS NULL THEN $4 ELSE w.max_in_flight - (SELECT count(*) \
-             FROM triggers r WHERE r.state = ",
+         CASE WHEN w.held IS NOT NULL THEN 0 WHEN w.max_in_flight IS NULL THEN $4 \
+             ELSE w.max_in_flight - (SELECT count(*) FROM triggers r WHERE r.state = ",
     trigger_state!(running),
     " AND r.tenant = q.tenant) END AS t_room, \
          (SELECT count(*) FROM triggers r WHERE r.state = ",
@@ -193,29 +231,35 @@ const CLAIM: &str = concat!(
          FROM (SELECT grp, tenant FROM pending_tenants WHERE tenant IS NOT NULL \
              UNION SELECT grp, tenant FROM retry_tenants WHERE tenant IS NOT NULL) AS q \
          JOIN room ON room.name = q.grp LEFT JOIN tenants w ON w.tenant = q.tenant), \
-     retry AS MATERIALIZED (SELECT id, resource_group, takeover, tenant, t_room, \
-         row_number() OVER (ORDER BY score, priority, next_run_at, id) AS n FROM (",
-    claim_retries!(),
-    ") AS lane), \
-     fresh AS MATERIALIZED (SELECT id, resource_group, takeover, tenant, t_room, \
-         row_number() OVER (ORDER BY score, priority, next_run_at, id) AS n FROM (",
-    claim_fresh!(),
-    ") AS lane), \
+     retry AS MATERIALIZED (",
+    lane_order!(claim_retries!()),
+    "), \
+     fresh AS MATERIALIZED (",
+    lane_order!(claim_fresh!()),
+    "), \
      counts AS (SELECT least($5, (SELECT count(*) FROM retry)) AS r_first, \
          (SELECT count(*) FROM retry) AS r_all, (SELECT count(*) FROM fresh) AS f_all), \
      shares AS (SELECT r_first, r_first + CASE WHEN r_first = $5 \
              THEN least($4 - r_first - least($4 - r_first, f_all), r_all - r_first) ELSE 0 END \
              AS r_take, \
          least($4 - r_first, f_all) AS f_take FROM counts), \
-     picked AS (SELECT id, resource_group, takeover, tenant, t_room, \
+     picked AS (SELECT id, resource_group, takeover, tenant, t_room, true AS recovery, \
              CASE WHEN n <= r_first THEN n ELSE $4 + n END AS ord \
          FROM retry, shares WHERE n <= r_take \
-         UNION ALL SELECT id, resource_group, takeover, tenant, t_room, r_first + n \
+         UNION ALL SELECT id, resource_group, takeover, tenant, t_room, false, r_first + n \
          FROM fresh, shares WHERE n <= f_take), \
-     chosen AS (SELECT id FROM (SELECT p.id, p.takeover, room.room, p.t_room, \
-             row_number() OVER (PARTITION BY p.resource_group, p.takeover ORDER BY p.ord) AS k, \
-             row_number() OVER (PARTITION BY p.tenant, p.takeover ORDER BY p.ord) AS kt \
-         FROM picked p LEFT JOIN room ON room.name = p.resource_group) AS cut \
+     recovery_room AS (SELECT room.name, greatest(1, (room.eff * CASE WHEN EXISTS \
+             (SELECT 1 FROM fresh f WHERE f.resource_group = room.name AND NOT f.takeover) \
+         THEN least(room.recovery_share_pct, room.recovery_ramp_pct) \
+         ELSE room.recovery_ramp_pct END + 99) / 100) - room.recovering AS r_room FROM room), \
+     admitted AS (SELECT p.*, row_number() OVER (PARTITION BY p.resource_group, p.takeover, \
+             p.recovery ORDER BY p.ord) AS kr FROM picked p), \
+     chosen AS (SELECT id FROM (SELECT a.id, a.takeover, room.room, a.t_room, \
+             row_number() OVER (PARTITION BY a.resource_group, a.takeover ORDER BY a.ord) AS k, \
+             row_number() OVER (PARTITION BY a.tenant, a.takeover ORDER BY a.ord) AS kt \
+         FROM admitted a LEFT JOIN room ON room.name = a.resource_group \
+         LEFT JOIN recovery_room rr ON rr.name = a.resource_group \
+         WHERE a.takeover OR NOT a.recovery OR a.kr <= rr.r_room) AS cut \
          WHERE takeover OR (k <= room AND kt <= t_room)), \
      claimed AS (",
     claim_update!(),

@@ -113,6 +113,7 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
                 grants: "[]".into(),
                 capacity: Default::default(),
                 aging_ms: paddock::model::group::DEFAULT_AGING_MS,
+                shares: Default::default(),
             },
             actor,
         )

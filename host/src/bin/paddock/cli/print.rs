@@ -4,6 +4,7 @@ use paddock::lease::DrainReport;
 use paddock::model::CapabilityManifest;
 use paddock::model::ResourceGroup;
 use paddock::model::group::{Observed, TenantQuota, effective_concurrency};
+use paddock::model::shares::recovery_cap;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{GroupLoad, Store, TriggerRecord};
@@ -87,13 +88,59 @@ pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, 
 }
 
 pub fn tenants(tenants: &[TenantQuota]) {
-    println!("{:<24} {:>6} {:>14}", "tenant", "weight", "max in flight");
+    println!(
+        "{:<24} {:>6} {:>14} {:>16} {:>16}",
+        "tenant", "weight", "max in flight", "triggers/min", "fuel/hour"
+    );
+    let or_dash = |n: Option<i64>| n.map_or_else(|| "-".into(), |n| n.to_string());
     for t in tenants {
-        let max = t
-            .max_in_flight
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| "-".into());
-        println!("{:<24} {:>6} {:>14}", t.tenant, t.weight, max);
+        println!(
+            "{:<24} {:>6} {:>14} {:>16} {:>16}",
+            t.tenant,
+            t.weight,
+            or_dash(t.max_in_flight),
+            or_dash(t.triggers_per_minute),
+            or_dash(t.fuel_per_hour)
+        );
+    }
+}
+
+/// `paddock group show`, continued: the group's shares, its recovery lane
+/// and ramp, and its high-water hold.
+pub fn group_shares(
+    group: &ResourceGroup,
+    load: &GroupLoad,
+    ramp: &paddock::store::RampNow,
+    held: Option<&str>,
+    holds: i64,
+) {
+    let shares = &group.shares;
+    let effective = load.effective_concurrency;
+    println!(
+        "  shares: minimum {} slot(s) before other groups' extra; maximum {effective} (the \
+         effective concurrency, never above the configured max {})",
+        shares.min_share, group.max_concurrency
+    );
+    println!(
+        "  recovery lane (catch-up, backfill, retries): ramp at {}% ({} slots), at most {}% \
+         ({} slots) while fresh work waits; ramp steps every {} s{}",
+        ramp.pct,
+        recovery_cap(effective, 100, ramp.pct, false),
+        shares.recovery_share_pct,
+        recovery_cap(effective, shares.recovery_share_pct, ramp.pct, true),
+        shares.ramp_every_ms / 1000,
+        if ramp.inputs.recovery_work {
+            format!(
+                "; recovery work waiting; last minute {} of {} attempts failed",
+                ramp.inputs.failures, ramp.inputs.samples
+            )
+        } else {
+            "; no recovery work".into()
+        }
+    );
+    match held {
+        Some(why) => println!("  claims: HELD ({why}); held {holds} time(s) so far"),
+        None => println!("  claims: open; held {holds} time(s) so far"),
     }
 }
 

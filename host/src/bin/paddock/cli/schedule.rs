@@ -44,6 +44,19 @@ pub enum ScheduleCmd {
         #[arg(long)]
         to: DateTime<Utc>,
     },
+    /// Run JOB (its latest plan) for each of its fire times in [FROM, TO):
+    /// one trigger per time, in its group's recovery lane; a time already
+    /// triggered is left as it is (the plan key is unique).
+    Backfill {
+        job: String,
+        #[arg(long)]
+        from: DateTime<Utc>,
+        #[arg(long)]
+        to: DateTime<Utc>,
+        /// Refuse a window with more fire times than this.
+        #[arg(long, default_value_t = 10_000)]
+        max: usize,
+    },
     /// Show the scanner's shards: owner, generation, watermark, counts.
     Shards,
     /// Show fire times decided not to run (misfire skips), newest first.
@@ -111,8 +124,80 @@ fn line(t: DateTime<Utc>, zone: Tz) -> String {
     )
 }
 
-pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
+/// `paddock schedule backfill`: JOB's fire times in [FROM, TO), each one
+/// trigger in the recovery lane (at most `max`).
+async fn backfill(
+    store: &Store,
+    job: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    max: usize,
+    actor: &str,
+) -> anyhow::Result<()> {
+    if from >= to {
+        bail!("--from must be before --to");
+    }
+    let version = store
+        .job_get(job)
+        .await?
+        .with_context(|| format!("no job '{job}'"))?
+        .latest_version;
+    let (schedule, _) = of_plan(store, job).await?;
+    let times: Vec<i64> = schedule
+        .occurrences(from, to)
+        .take(max + 1)
+        .map(|t| t.timestamp_millis())
+        .collect();
+    if times.len() > max {
+        bail!(
+            "[{from}, {to}) holds more than {max} fire times of '{job}': narrow the \
+             window or raise --max"
+        );
+    }
+    let done = store.triggers_backfill(job, version, &times, actor).await?;
+    println!(
+        "backfill of {job}@v{version} in [{from}, {to}): {} trigger(s) created in the \
+         recovery lane, {} time(s) already triggered",
+        done.created, done.existing
+    );
+    Ok(())
+}
+
+/// `paddock schedule shards`: the scanner's shard table.
+async fn shards(store: &Store) -> anyhow::Result<()> {
+    println!(
+        "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
+        "shard", "owner", "gen", "watermark", "created", "existed"
+    );
+    for s in store.shards_list().await? {
+        println!(
+            "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
+            s.shard,
+            s.owner.unwrap_or_default(),
+            s.generation,
+            s.watermark
+                .map(|w| paddock::model::time::rfc3339(paddock::model::time::from_millis(w)))
+                .unwrap_or_default(),
+            s.triggers_created,
+            s.triggers_existing
+        );
+    }
+    Ok(())
+}
+
+pub async fn run(cmd: ScheduleCmd, database_url: &str, actor: &str) -> anyhow::Result<()> {
     match cmd {
+        ScheduleCmd::Backfill { job, from, to, max } => {
+            backfill(
+                &Store::open(database_url).await?,
+                &job,
+                from,
+                to,
+                max,
+                actor,
+            )
+            .await?
+        }
         ScheduleCmd::Preview {
             plan,
             cron,
@@ -178,28 +263,7 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str) -> anyhow::Result<()> {
                 );
             }
         }
-        ScheduleCmd::Shards => {
-            let store = Store::open(database_url).await?;
-            println!(
-                "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
-                "shard", "owner", "gen", "watermark", "created", "existed"
-            );
-            for s in store.shards_list().await? {
-                println!(
-                    "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
-                    s.shard,
-                    s.owner.unwrap_or_default(),
-                    s.generation,
-                    s.watermark
-                        .map(
-                            |w| paddock::model::time::rfc3339(paddock::model::time::from_millis(w))
-                        )
-                        .unwrap_or_default(),
-                    s.triggers_created,
-                    s.triggers_existing
-                );
-            }
-        }
+        ScheduleCmd::Shards => shards(&Store::open(database_url).await?).await?,
     }
     Ok(())
 }

@@ -1,0 +1,232 @@
+//! `paddock group ...` and `paddock tenant ...`: resource groups (their
+//! limits, shares and recovery lane) and tenants (weights and quotas).
+
+use super::{Host, millis_arg, parse_bytes, print};
+use anyhow::Context;
+use clap::Subcommand;
+use paddock::model::ResourceGroup;
+use paddock::model::group::{CapacityInputs, TenantQuota};
+use paddock::model::shares::GroupShares;
+use paddock::registry::groups_file::{
+    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, DEFAULT_FUEL, DEFAULT_MEMORY,
+};
+use paddock::store::prelude::*;
+use std::path::PathBuf;
+
+// Parsed once per process: the size of `Set` costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+pub enum GroupCmd {
+    /// Create or change a resource group.
+    Set {
+        name: String,
+        /// Fuel per attempt.
+        #[arg(long, default_value_t = DEFAULT_FUEL)]
+        fuel: i64,
+        /// Memory cap per attempt, in bytes (suffixes KiB/MiB/GiB accepted).
+        #[arg(long, default_value = DEFAULT_MEMORY)]
+        memory: String,
+        /// Wall-clock deadline per attempt (e.g. 60s).
+        #[arg(long, default_value = DEFAULT_DEADLINE)]
+        deadline: String,
+        /// Attempts of this group running at once, at most (the configured
+        /// max; the effective concurrency may be lower, see `group show`).
+        #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+        concurrency: i64,
+        /// The downstream connector's stable rate, calls per second.
+        #[arg(long)]
+        connector_rate: Option<f64>,
+        /// The expected service time of one attempt (e.g. 2s); with
+        /// --connector-rate it limits the group to rate × service time.
+        #[arg(long)]
+        service_time: Option<String>,
+        /// Database connections reserved for the group (each attempt holds one).
+        #[arg(long)]
+        db_connections: Option<i64>,
+        /// Memory the group's attempts may use together (e.g. 720MiB).
+        #[arg(long)]
+        memory_budget: Option<String>,
+        /// One attempt's working set (e.g. 18MiB); the observed peak replaces it.
+        #[arg(long)]
+        working_set: Option<String>,
+        /// Fair shares between the group's tenants: a tenant kept waiting
+        /// this long gains one slot's worth of priority on its equals.
+        #[arg(long, default_value = "60s")]
+        aging: String,
+        /// An import beyond paddock:job to grant (repeatable).
+        #[arg(long = "grant")]
+        grants: Vec<String>,
+        /// Slots guaranteed to the group: while it runs fewer, its work
+        /// goes before other groups' beyond their own minimum.
+        #[arg(long, default_value_t = 0)]
+        min_share: i64,
+        /// The recovery lane's share (catch-up fires, backfills, retries)
+        /// of the group's effective concurrency while fresh work waits, in
+        /// percent.
+        #[arg(long, default_value_t = paddock::model::shares::DEFAULT_RECOVERY_SHARE_PCT)]
+        recovery_share: i64,
+        /// How long the group must stay healthy before the recovery ramp
+        /// steps up (10% → 25% → 50% → 100%); also the least time between
+        /// two of its moves.
+        #[arg(long, default_value = "30s")]
+        ramp_every: String,
+    },
+    /// Create or change the groups a TOML file declares (`[[group]]` tables
+    /// with the flags of `group set` as fields); every value is checked
+    /// before any group is stored.
+    Apply { file: PathBuf },
+    /// List resource groups.
+    List,
+    /// Show a group: each input of its effective concurrency, the result,
+    /// which input binds, and how many of its attempts run now.
+    Show { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum TenantCmd {
+    /// Set a tenant's weight: inside each group, tenants share the room by
+    /// weight (a tenant never set weighs 1).
+    Set {
+        name: String,
+        /// Its weight in each group's fair shares.
+        #[arg(long, default_value_t = 1)]
+        weight: i64,
+        /// Attempts of the tenant running at once, across groups (a claim
+        /// takes no more; its triggers wait, the reason shown by `trigger show`).
+        #[arg(long)]
+        max_in_flight: Option<i64>,
+        /// Manual/API triggers the tenant may create per minute; one over
+        /// it is created but waits (its due time moves to when the minute
+        /// admits it).
+        #[arg(long)]
+        triggers_per_minute: Option<i64>,
+        /// Guest fuel the tenant may burn per hour across its attempts; over
+        /// it, its triggers wait until the last hour's usage falls below.
+        #[arg(long)]
+        fuel_per_hour: Option<i64>,
+    },
+    /// List the tenants whose weight or quota was set.
+    List,
+}
+
+/// `paddock group ...`
+pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()> {
+    match cmd {
+        GroupCmd::Set {
+            name,
+            fuel,
+            memory,
+            deadline,
+            concurrency,
+            connector_rate,
+            service_time,
+            db_connections,
+            memory_budget,
+            working_set,
+            aging,
+            grants,
+            min_share,
+            recovery_share,
+            ramp_every,
+        } => {
+            let bytes = |field: &str, text: Option<String>| {
+                text.map(|t| parse_bytes(field, &t)).transpose()
+            };
+            let group = ResourceGroup {
+                name: name.clone(),
+                fuel_per_attempt: fuel,
+                memory_bytes: parse_bytes("memory", &memory)?,
+                deadline_ms: millis_arg("deadline", &deadline)?,
+                max_concurrency: concurrency,
+                grants: serde_json::to_string(&grants)?,
+                capacity: CapacityInputs {
+                    connector_rate_per_s: connector_rate,
+                    service_time_ms: service_time
+                        .map(|t| millis_arg("service-time", &t))
+                        .transpose()?,
+                    db_connections,
+                    memory_budget_bytes: bytes("memory-budget", memory_budget)?,
+                    working_set_bytes: bytes("working-set", working_set)?,
+                },
+                aging_ms: millis_arg("aging", &aging)?,
+                shares: GroupShares {
+                    min_share,
+                    recovery_share_pct: recovery_share,
+                    ramp_every_ms: millis_arg("ramp-every", &ramp_every)?,
+                },
+            };
+            let capacity = host.registry.group_put(group, actor).await?;
+            println!(
+                "group {name} set: effective concurrency {} (bound by {})",
+                capacity.effective, capacity.binding
+            );
+        }
+        GroupCmd::Apply { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read '{}'", file.display()))?;
+            let (applied, tenants) = host.registry.groups_apply(&text, actor).await?;
+            print::tenants(&tenants);
+            for (name, capacity) in applied {
+                println!(
+                    "group {name} set: effective concurrency {} (bound by {})",
+                    capacity.effective, capacity.binding
+                );
+            }
+        }
+        GroupCmd::Show { name } => {
+            let Some(group) = host.store.group_get(&name).await? else {
+                anyhow::bail!("no resource group named '{name}'");
+            };
+            let (observed, _) = paddock::store::capacity_now(&host.store, &group).await?;
+            let load = host
+                .store
+                .group_load(&name)
+                .await?
+                .unwrap_or_else(|| unreachable!("the group was just read"));
+            let pool = i64::from(host.sandbox.config().max_instances);
+            print::group_show(&group, &observed, &load, pool);
+            let ramp = host.store.group_ramp(&group).await?;
+            let (held, holds) = host.store.group_held(&name).await?;
+            let counters = host.store.counters().await?;
+            let process_holds = |name: &str| {
+                counters
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(0, |(_, v)| *v)
+            };
+            print::group_shares(&group, &load, &ramp, held.as_deref(), holds);
+            println!(
+                "  process high-water holds so far: {} (db pool), {} (guest memory)",
+                process_holds("claims_held_pool"),
+                process_holds("claims_held_memory")
+            );
+        }
+        GroupCmd::List => print::groups(&host.store.groups_list().await?),
+    }
+    Ok(())
+}
+
+/// `paddock tenant ...`
+pub async fn tenant(host: &Host, cmd: TenantCmd, actor: &str) -> anyhow::Result<()> {
+    match cmd {
+        TenantCmd::Set {
+            name,
+            weight,
+            max_in_flight,
+            triggers_per_minute,
+            fuel_per_hour,
+        } => {
+            let tenant = TenantQuota {
+                tenant: name,
+                weight,
+                max_in_flight,
+                triggers_per_minute,
+                fuel_per_hour,
+            };
+            host.registry.tenant_put(&tenant, actor).await?;
+            print::tenants(&[tenant]);
+        }
+        TenantCmd::List => print::tenants(&host.store.tenants_list().await?),
+    }
+    Ok(())
+}

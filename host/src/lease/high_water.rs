@@ -1,0 +1,74 @@
+//! A serving process's own high-water marks: the database pool's
+//! saturation and its guests' memory in use. At a mark the runner stops
+//! claiming — attempts in flight run on and keep their checkpoints — and
+//! it resumes once the level is back at the low-water mark
+//! ([`crate::model::shares::Watermark`]). Each hold is logged and
+//! counted (`claims_held_pool`, `claims_held_memory`).
+
+use super::runner::RunnerConfig;
+use crate::model::shares::Watermark;
+use crate::sandbox::guest_memory_in_use;
+use crate::store::RunnerStore;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Memory's marks, as fractions of [`RunnerConfig::memory_high_water`].
+const MEMORY_WATER: Watermark = Watermark {
+    high: 1.0,
+    low: 0.8,
+};
+
+/// Which marks hold the runner's claims now.
+#[derive(Debug, Default)]
+pub struct HighWater {
+    pool: AtomicBool,
+    memory: AtomicBool,
+}
+
+impl HighWater {
+    /// Whether a mark holds the claims now, judged on the levels as they
+    /// stand.
+    pub async fn holds(&self, config: &RunnerConfig, store: &dyn RunnerStore) -> bool {
+        let (in_use, max) = store.pool_load();
+        let pool_level = f64::from(in_use) / f64::from(max.max(1));
+        let memory_level = config.memory_high_water.map_or(0.0, |high| {
+            guest_memory_in_use() as f64 / high.max(1) as f64
+        });
+        let mut held = false;
+        for (flag, mark, level, counter) in [
+            (
+                &self.pool,
+                config.pool_water,
+                pool_level,
+                "claims_held_pool",
+            ),
+            (
+                &self.memory,
+                MEMORY_WATER,
+                memory_level,
+                "claims_held_memory",
+            ),
+        ] {
+            let was = flag.load(Ordering::Relaxed);
+            let now = mark.holds(was, level);
+            flag.store(now, Ordering::Relaxed);
+            if now && !was {
+                tracing::warn!(
+                    mark = counter,
+                    level,
+                    "high-water mark reached: claims held"
+                );
+                if let Err(e) = store.counter_add(counter, 1).await {
+                    tracing::warn!(counter, error = %e, "counter not written");
+                }
+            } else if was && !now {
+                tracing::info!(
+                    mark = counter,
+                    level,
+                    "back under the low-water mark: claims resume"
+                );
+            }
+            held |= now;
+        }
+        held
+    }
+}
