@@ -819,6 +819,61 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
 }
 
 db_test!(
+    an_open_breaker_holds_the_groups_that_call_its_connector,
+    workers = 4
+);
+/// A connector's breaker open in a process is a high-water mark for every
+/// group whose work called it (their attempts would only be refused): the
+/// governor holds their claims, names the connector, counts the hold once
+/// however often it renews it, and a held group's trigger says why.
+async fn an_open_breaker_holds_the_groups_that_call_its_connector(db: Db) {
+    use paddock::lease::governor::{Gauges, govern_once};
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    let mut c = connector("ledger", &ledger, Duration::from_secs(5), true);
+    c.breaker_min_calls = 1;
+    c.breaker_failure_rate = 0.5;
+    c.breaker_open_ms = 600_000; // open for the whole test
+    put(&host.store, c).await;
+    host.job("pay", "effector", &job_toml(&["ledger"], 1, "10ms", false))
+        .await;
+    let runner = host.runner("A", Duration::from_secs(30));
+    ledger
+        .fault(json!({"error_rate": 1.0, "error_status": 503, "seed": 3}))
+        .await;
+    host.trigger("pay", effect("ledger", "RES-H1", "charge", "hold/1", 5))
+        .await;
+    runner.run_until_idle().await.unwrap();
+    let gauges = Gauges {
+        runner_id: "A".into(),
+        effects: Some(runner.effects().clone()),
+        hold_for: Duration::from_secs(60),
+        ..Gauges::default()
+    };
+    let why = "breaker open on connector ledger";
+    let round = govern_once(&host.store, &gauges).await.unwrap();
+    assert_eq!(round.group_holds_moved, 1);
+    assert_eq!(
+        host.store.group_held("default").await.unwrap(),
+        (Some(why.to_string()), 1)
+    );
+    // Held: the group's next trigger is not claimed, and says why.
+    let next = host
+        .trigger("pay", effect("ledger", "RES-H2", "charge", "hold/2", 5))
+        .await;
+    assert!(runner.run_until_idle().await.unwrap().is_empty());
+    assert_eq!(
+        host.store.wait_reason(&next).await.unwrap().unwrap(),
+        format!("group default is held: {why}")
+    );
+    // Renewed by the next round, not counted again.
+    let round = govern_once(&host.store, &gauges).await.unwrap();
+    assert_eq!(round.group_holds_moved, 0);
+    assert_eq!(host.store.group_held("default").await.unwrap().1, 1);
+    ledger.stop().await;
+}
+
+db_test!(
     an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_an_attempt,
     workers = 4
 );
