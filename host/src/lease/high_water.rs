@@ -3,7 +3,9 @@
 //! claiming — attempts in flight run on and keep their checkpoints — and
 //! it resumes once the level is back at the low-water mark
 //! ([`crate::model::shares::Watermark`]). Each hold is logged and
-//! counted (`claims_held_pool`, `claims_held_memory`).
+//! counted (`claims_held_pool`, `claims_held_memory`); logged at `info`:
+//! it is routine back-pressure (a busy SQLite file fills its pool with
+//! writers waiting their turn), not a fault.
 
 use super::runner::RunnerConfig;
 use crate::model::shares::Watermark;
