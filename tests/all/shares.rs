@@ -61,6 +61,18 @@ async fn fail_to_retry(store: &Store, claims: &[Claim]) {
     }
 }
 
+/// The newest trigger (of the last 100) that `pick` accepts.
+async fn first_listed(
+    host: &TestHost,
+    pick: impl Fn(&paddock::store::TriggerRecord) -> bool,
+) -> paddock::store::TriggerRecord {
+    let listed = host.store.triggers_list(100).await.unwrap();
+    listed
+        .into_iter()
+        .find(|t| pick(t))
+        .expect("a trigger listed")
+}
+
 fn retries(claims: &[Claim]) -> usize {
     claims.iter().filter(|c| c.attempt_no > 1).count()
 }
@@ -95,14 +107,7 @@ async fn the_recovery_lane_keeps_its_share_while_fresh_work_waits_and_follows_it
     triggers(&host, "j", 20).await;
     let mixed = claim(&host.store, 100, 50).await;
     assert_eq!((mixed.len(), retries(&mixed)), (10, 3));
-    let waiting = host
-        .store
-        .triggers_list(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.state == TriggerState::RetryWait)
-        .unwrap();
+    let waiting = first_listed(&host, |t| t.state == TriggerState::RetryWait).await;
     // One fresh attempt ends: the group has room, the lane has none.
     let fresh = mixed.iter().find(|c| c.attempt_no == 1).unwrap().clone();
     finish(&host.store, &[fresh], 10).await;
@@ -294,14 +299,10 @@ async fn a_tenant_over_its_fuel_per_hour_is_held_until_it_may_burn_again(db: Db)
     triggers(&host, "jb", 3).await;
     let claims = claim_until_empty(&host.store, "r").await;
     assert_eq!(tenants_of(&claims), (0, 3));
-    let waiting = host
-        .store
-        .triggers_list(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.tenant == "a" && t.state == TriggerState::Pending)
-        .unwrap();
+    let waiting = first_listed(&host, |t| {
+        t.tenant == "a" && t.state == TriggerState::Pending
+    })
+    .await;
     assert_eq!(
         host.store.wait_reason(&waiting).await.unwrap().unwrap(),
         format!(
@@ -347,14 +348,7 @@ async fn a_held_group_claims_nothing_until_released_and_says_why(db: Db) {
     );
     let claims = claim_until_empty(&host.store, "r").await;
     assert_eq!(tenants_of(&claims), (0, 3));
-    let waiting = host
-        .store
-        .triggers_list(100)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.tenant == "a")
-        .unwrap();
+    let waiting = first_listed(&host, |t| t.tenant == "a").await;
     assert_eq!(
         host.store.wait_reason(&waiting).await.unwrap().unwrap(),
         format!("group held is held: {why}")

@@ -137,6 +137,8 @@ pub struct Observed {
     pub service_time_ms: Option<f64>,
     /// The largest peak memory any of them reported, bytes.
     pub peak_memory_bytes: Option<i64>,
+    /// How many of them did not succeed (the recovery ramp's health).
+    pub failures: i64,
 }
 
 /// Attempts a window needs before its observations replace configured
@@ -338,6 +340,7 @@ mod tests {
             samples: 50,
             service_time_ms: Some(8_000.0),
             peak_memory_bytes: None,
+            failures: 0,
         };
         let c = effective_concurrency(&logistics(), &slow, None);
         // Not 50 × 8 = 400: the baseline caps the service time used.
@@ -353,6 +356,7 @@ mod tests {
             samples: 50,
             service_time_ms: Some(500.0),
             peak_memory_bytes: None,
+            failures: 0,
         };
         let c = effective_concurrency(&logistics(), &fast, None);
         // 50/s × 0.5 s = 25: more in flight would exceed the stable rate.
@@ -365,6 +369,7 @@ mod tests {
             samples: MIN_SAMPLES - 1,
             service_time_ms: Some(100.0),
             peak_memory_bytes: Some(90 << 20),
+            failures: 0,
         };
         let c = effective_concurrency(&logistics(), &few, None);
         assert_eq!(limit(&c, CONNECTOR), 100);

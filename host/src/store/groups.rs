@@ -62,9 +62,10 @@ impl Store {
         name: &str,
         window_ms: i64,
     ) -> StoreResult<Observed> {
-        let (samples, mean, peak): (i64, Option<f64>, Option<i64>) =
+        let (samples, mean, peak, failures): (i64, Option<f64>, Option<i64>, i64) =
             sqlx::query_as(self.sql(concat!(
-                "SELECT count(*), CAST(avg(a.wall_ms) AS DOUBLE PRECISION), max(a.peak_memory_bytes) \
+                "SELECT count(*), CAST(avg(a.wall_ms) AS DOUBLE PRECISION), max(a.peak_memory_bytes), \
+                 CAST(coalesce(sum(CASE WHEN a.outcome = 'succeeded' THEN 0 ELSE 1 END), 0) AS BIGINT) \
                  FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
                  WHERE a.id > (SELECT coalesce(max(id), 0) FROM attempts) - ? \
                  AND a.ended_at >= ",
@@ -80,6 +81,7 @@ impl Store {
             samples,
             service_time_ms: mean,
             peak_memory_bytes: peak,
+            failures,
         })
     }
 

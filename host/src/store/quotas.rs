@@ -236,8 +236,8 @@ impl Store {
     }
 
     /// A group's recovery ramp and what moves it: whether recovery work
-    /// waits or runs, and its attempts in the observation window (as
-    /// [`ReadStore::group_observed`] samples them), with how many failed.
+    /// waits or runs, and its attempts in the observation window (what
+    /// [`ReadStore::group_observed`] reads), with how many failed.
     pub async fn group_ramp(&self, group: &ResourceGroup) -> StoreResult<RampNow> {
         let (pct, at, now, recovery_work): (i64, i64, i64, i64) =
             sqlx::query_as(self.sql(concat!(
@@ -256,27 +256,16 @@ impl Store {
             .bind(&group.name)
             .fetch_one(&self.pool)
             .await?;
-        let (samples, failures, mean): (i64, i64, Option<f64>) = sqlx::query_as(self.sql(concat!(
-            "SELECT count(*), CAST(coalesce(sum(CASE WHEN a.outcome = 'succeeded' THEN 0 ELSE 1 END), 0) \
-                 AS BIGINT), CAST(avg(a.wall_ms) AS DOUBLE PRECISION) \
-             FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
-             WHERE a.id > (SELECT coalesce(max(id), 0) FROM attempts) - ? \
-             AND a.ended_at >= ",
-            now_ms!(),
-            " - ? AND a.outcome IS NOT NULL AND t.resource_group = ?"
-        )))
-        .bind(super::WINDOW_ATTEMPTS)
-        .bind(OBSERVATION_WINDOW_MS)
-        .bind(&group.name)
-        .fetch_one(&self.pool)
-        .await?;
+        let observed = self
+            .observed_of_group(&group.name, OBSERVATION_WINDOW_MS)
+            .await?;
         Ok(RampNow {
             pct,
             inputs: RampInputs {
                 recovery_work: recovery_work == 1,
-                samples,
-                failures,
-                service_time_ms: mean,
+                samples: observed.samples,
+                failures: observed.failures,
+                service_time_ms: observed.service_time_ms,
                 baseline_ms: group.capacity.service_time_ms,
                 since_moved_ms: now - at,
             },
