@@ -23,7 +23,7 @@ mod services;
 
 pub use crate::model::{RunReport, RunResult, TrapKind};
 pub use bindings::{Job, JobPre, paddock::job as wit};
-pub use limits::{GuestLimits, MemoryLimiter, guest_memory_in_use};
+pub use limits::{GuestLimits, MemoryGauge, MemoryLimiter};
 pub use services::{AttemptServices, HostFuture, NoServices, StopReason, StopSignal};
 
 use crate::model::capability::{self, CapabilityManifest};
@@ -100,6 +100,8 @@ pub struct Sandbox {
     /// The pool's instance slots, one per running guest ([`Sandbox::run`]).
     instances: tokio::sync::Semaphore,
     config: SandboxConfig,
+    /// Linear memory its live guests hold (the runner's memory mark).
+    memory: Arc<MemoryGauge>,
     _ticker: EpochTicker,
 }
 
@@ -168,6 +170,7 @@ impl Sandbox {
             prepared: Mutex::new(HashMap::new()),
             instances: tokio::sync::Semaphore::new(config.max_instances as usize),
             config,
+            memory: Arc::default(),
             _ticker: ticker,
         }))
     }
@@ -178,6 +181,11 @@ impl Sandbox {
 
     pub fn config(&self) -> &SandboxConfig {
         &self.config
+    }
+
+    /// Linear memory its live guests hold now, bytes.
+    pub fn memory_in_use(&self) -> u64 {
+        self.memory.in_use()
     }
 
     /// Compile and check a component: it must be a component (not a core
@@ -258,7 +266,7 @@ impl Sandbox {
             .expect("the semaphore is never closed");
         let started = Instant::now();
         let deadline = started + limits.deadline;
-        let state = GuestState::new(invocation, services, limits, stop);
+        let state = GuestState::new(invocation, services, limits, stop, self.memory.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         // Fuel is set from the group; `set_fuel` only fails when fuel is

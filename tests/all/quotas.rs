@@ -282,7 +282,11 @@ pub(crate) fn slots_runner(
 
 /// The ledger, a `gated` job in `group` that waits at its gate before its
 /// first step, and `n` of its triggers, each first attempt's gate held.
-async fn gated_burst(host: &TestHost, group: &str, n: usize) -> (crate::ledger::Ledger, Vec<i64>) {
+pub(crate) async fn gated_burst(
+    host: &TestHost,
+    group: &str,
+    n: usize,
+) -> (crate::ledger::Ledger, Vec<i64>) {
     let ledger = crate::ledger::Ledger::start().await;
     crate::ledger::put_gate(&host.store, &ledger).await;
     host.job(
@@ -340,7 +344,7 @@ async fn release_one_by_one(
     }
 }
 
-mod postgres {
+pub(crate) mod postgres {
     use super::*;
 
     /// Three `paddock serve` processes, 10 slots each, on a group limited
@@ -399,7 +403,7 @@ mod postgres {
     }
 
     /// The triggers among `ids` whose first attempt waits at its gate now.
-    pub(super) async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
+    pub(crate) async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
         let mut at = Vec::new();
         for id in ids {
             if ledger.waiting(&crate::ledger::gate_key(*id, 1)).await > 0 {

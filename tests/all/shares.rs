@@ -446,3 +446,85 @@ async fn a_backfill_runs_past_fire_times_in_the_recovery_lane_once_each(db: Db) 
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+db_test!(
+    a_runner_at_its_memory_high_water_mark_claims_nothing_until_below,
+    workers = 4
+);
+/// A runner whose guests' memory reaches its high-water mark stops
+/// claiming — the held guest runs on — counts the hold, and claims again
+/// once the memory is given back. (The mark is 1 byte: any live guest of
+/// its sandbox reaches it.)
+async fn a_runner_at_its_memory_high_water_mark_claims_nothing_until_below(db: Db) {
+    let host = TestHost::new(db).await;
+    group_with(&host, "g", 10, GroupShares::default()).await;
+    let (ledger, held) = crate::quotas::gated_burst(&host, "g", 1).await;
+    let runner = paddock::lease::Runner::new(
+        host.store.clone(),
+        host.sandbox.clone(),
+        paddock::lease::RunnerConfig {
+            runner_id: "r".into(),
+            max_concurrency: 4,
+            claim_batch: 4,
+            poll_interval: std::time::Duration::from_millis(20),
+            memory_high_water: Some(1),
+            ..Default::default()
+        },
+    );
+    // The serving loop (it polls for work while the guest runs).
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move {
+            runner
+                .run_and_drain(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    crate::procs::eventually(
+        std::time::Duration::from_secs(60),
+        "the guest at its gate",
+        || async {
+            (!crate::quotas::postgres::parked(&ledger, &held)
+                .await
+                .is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+    tenant_job(&host, "later", "t", "g").await;
+    let later = host
+        .store
+        .trigger_create(&paddock::store::NewTrigger::manual(
+            "later",
+            serde_json::json!({}),
+            None,
+        ))
+        .await
+        .unwrap()
+        .0;
+    crate::procs::eventually(
+        std::time::Duration::from_secs(60),
+        "a held claim",
+        || async { (host.store.counter("claims_held_memory").await.unwrap() >= 1).then_some(()) },
+    )
+    .await;
+    let waiting = host.store.trigger_get(later.id).await.unwrap();
+    assert_eq!(waiting.state, "pending", "not claimed while the mark holds");
+    ledger.open_gate(held[0], 1).await;
+    // The guest gave its memory back: the later trigger is claimed and runs.
+    crate::procs::eventually(
+        std::time::Duration::from_secs(60),
+        "the later trigger",
+        || async {
+            let t = host.store.trigger_get(later.id).await.unwrap();
+            (t.state == "succeeded").then_some(())
+        },
+    )
+    .await;
+    let _ = stop.send(());
+    run.await.unwrap();
+    ledger.stop().await;
+}

@@ -9,7 +9,6 @@
 
 use super::runner::RunnerConfig;
 use crate::model::shares::Watermark;
-use crate::sandbox::guest_memory_in_use;
 use crate::store::RunnerStore;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -28,12 +27,18 @@ pub struct HighWater {
 
 impl HighWater {
     /// Whether a mark holds the claims now, judged on the levels as they
-    /// stand.
-    pub async fn holds(&self, config: &RunnerConfig, store: &dyn RunnerStore) -> bool {
+    /// stand: the store's pool, and `guest_memory` (bytes the sandbox's
+    /// live guests hold, [`crate::sandbox::Sandbox::memory_in_use`]).
+    pub async fn holds(
+        &self,
+        config: &RunnerConfig,
+        store: &dyn RunnerStore,
+        guest_memory: u64,
+    ) -> bool {
         let (in_use, max) = store.pool_load();
         let pool_level = f64::from(in_use) / f64::from(max.max(1));
         let memory_level = config.memory_high_water.map_or(0.0, |high| {
-            guest_memory_in_use() as f64 / high.max(1) as f64
+            guest_memory as f64 / high.max(1) as f64
         });
         let mut held = false;
         for (flag, mark, level, counter) in [

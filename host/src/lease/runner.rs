@@ -345,7 +345,11 @@ impl Runner {
         }
         if self
             .high_water
-            .holds(&self.config, self.store.as_ref())
+            .holds(
+                &self.config,
+                self.store.as_ref(),
+                self.sandbox.memory_in_use(),
+            )
             .await
         {
             return Ok(0);

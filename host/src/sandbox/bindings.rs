@@ -38,11 +38,12 @@ impl GuestState {
         services: Arc<dyn AttemptServices>,
         limits: &GuestLimits,
         stop: Arc<StopSignal>,
+        memory: Arc<super::limits::MemoryGauge>,
     ) -> Self {
         Self {
             invocation,
             services,
-            limiter: MemoryLimiter::new(limits),
+            limiter: MemoryLimiter::new(limits, memory),
             stop,
             log: JobLog::default(),
         }

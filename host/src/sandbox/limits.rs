@@ -5,14 +5,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use wasmtime::ResourceLimiter;
 
-/// Linear memory the live guests of this process hold, bytes (what their
-/// stores grew to, summed; a store gives its share back when dropped).
-static GUEST_MEMORY_IN_USE: AtomicU64 = AtomicU64::new(0);
+/// Linear memory the live guests of one sandbox hold, bytes: what their
+/// stores grew to, summed; a store gives its share back when dropped. One
+/// sandbox per serving process, so it is the process's guest memory — the
+/// level of the runner's memory high-water mark.
+#[derive(Debug, Default)]
+pub struct MemoryGauge(AtomicU64);
 
-/// Linear memory this process's live guests hold now, bytes: the level of
-/// the memory high-water mark.
-pub fn guest_memory_in_use() -> u64 {
-    GUEST_MEMORY_IN_USE.load(Ordering::Relaxed)
+impl MemoryGauge {
+    pub fn in_use(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// What one attempt may use.
@@ -44,6 +47,7 @@ impl Default for GuestLimits {
 /// memory limit, not as a guest bug).
 #[derive(Debug)]
 pub struct MemoryLimiter {
+    gauge: std::sync::Arc<MemoryGauge>,
     cap: u64,
     table_elements: usize,
     current: u64,
@@ -52,8 +56,9 @@ pub struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
-    pub fn new(limits: &GuestLimits) -> Self {
+    pub fn new(limits: &GuestLimits, gauge: std::sync::Arc<MemoryGauge>) -> Self {
         Self {
+            gauge,
             cap: limits.memory_bytes,
             table_elements: limits.table_elements,
             current: 0,
@@ -73,7 +78,7 @@ impl MemoryLimiter {
 
 impl Drop for MemoryLimiter {
     fn drop(&mut self) {
-        GUEST_MEMORY_IN_USE.fetch_sub(self.current, Ordering::Relaxed);
+        self.gauge.0.fetch_sub(self.current, Ordering::Relaxed);
     }
 }
 
@@ -89,7 +94,9 @@ impl ResourceLimiter for MemoryLimiter {
             self.denied = true;
             return Ok(false);
         }
-        GUEST_MEMORY_IN_USE.fetch_add(after - self.current, Ordering::Relaxed);
+        self.gauge
+            .0
+            .fetch_add(after - self.current, Ordering::Relaxed);
         self.current = after;
         self.peak = self.peak.max(after);
         Ok(true)
@@ -111,15 +118,23 @@ mod tests {
 
     #[test]
     fn growth_past_the_cap_is_denied_and_remembered() {
-        let mut l = MemoryLimiter::new(&GuestLimits {
-            memory_bytes: 1 << 20,
-            ..GuestLimits::default()
-        });
+        let gauge = std::sync::Arc::new(MemoryGauge::default());
+        let mut l = MemoryLimiter::new(
+            &GuestLimits {
+                memory_bytes: 1 << 20,
+                ..GuestLimits::default()
+            },
+            gauge.clone(),
+        );
         assert!(l.memory_growing(0, 512 << 10, None).unwrap());
         assert!(l.memory_growing(512 << 10, 1 << 20, None).unwrap());
         assert!(!l.denied());
         assert!(!l.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
         assert!(l.denied());
         assert_eq!(l.peak_bytes(), 1 << 20);
+        // The sandbox's gauge holds what the store holds, until it is dropped.
+        assert_eq!(gauge.in_use(), 1 << 20);
+        drop(l);
+        assert_eq!(gauge.in_use(), 0);
     }
 }
