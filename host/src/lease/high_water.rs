@@ -37,9 +37,9 @@ impl HighWater {
     ) -> bool {
         let (in_use, max) = store.pool_load();
         let pool_level = f64::from(in_use) / f64::from(max.max(1));
-        let memory_level = config.memory_high_water.map_or(0.0, |high| {
-            guest_memory as f64 / high.max(1) as f64
-        });
+        let memory_level = config
+            .memory_high_water
+            .map_or(0.0, |high| guest_memory as f64 / high.max(1) as f64);
         let mut held = false;
         for (flag, mark, level, counter) in [
             (
