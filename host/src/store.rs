@@ -50,7 +50,7 @@ pub use backfill::Backfilled;
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
-pub use quotas::{HOUR_MS, MINUTE_MS, RampNow, TenantHoldMove};
+pub use quotas::{RampNow, TenantHoldMove};
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the
 /// CLI, tests, benchmarks): `use paddock::store::prelude::*;`.

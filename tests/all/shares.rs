@@ -139,9 +139,18 @@ async fn the_ramp_steps_up_while_healthy_and_back_when_failures_rise(db: Db) {
     let group = host.store.group_get("g").await.unwrap().unwrap();
     let pct = || async { host.store.group_ramp(&group).await.unwrap().pct };
     let govern = || async {
-        // The ramp moves at most once per period (1 ms here): let the
-        // database clock pass it.
-        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        // The ramp moves at most once per period (1 ms here): wait for the
+        // condition the governor checks — the database clock a period past
+        // the ramp's last move.
+        crate::procs::eventually(
+            std::time::Duration::from_secs(10),
+            "a ramp period since its last move",
+            || async {
+                let since = host.store.group_ramp(&group).await.unwrap();
+                (since.inputs.since_moved_ms >= 1).then_some(())
+            },
+        )
+        .await;
         govern_once(&host.store, &Gauges::default()).await.unwrap()
     };
     govern().await;

@@ -22,7 +22,7 @@
 use crate::effects::EffectGateway;
 use crate::model::shares::ramp_next;
 use crate::store::{ReadStore, Store, StoreResult, capacity_now};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -151,9 +151,9 @@ async fn hold_group(
 ) -> StoreResult<bool> {
     match open {
         Some(connectors) => {
-            let names: HashSet<&str> = connectors.iter().map(String::as_str).collect();
-            let mut names: Vec<&str> = names.into_iter().collect();
+            let mut names = connectors.clone();
             names.sort_unstable();
+            names.dedup();
             let why = format!("breaker open on connector {}", names.join(", "));
             let until = store.now_ms().await? + gauges.hold_for.as_millis() as i64;
             let new = store

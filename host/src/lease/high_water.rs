@@ -59,7 +59,7 @@ impl HighWater {
             let now = mark.holds(was, level);
             flag.store(now, Ordering::Relaxed);
             if now && !was {
-                tracing::warn!(
+                tracing::info!(
                     mark = counter,
                     level,
                     "high-water mark reached: claims held"

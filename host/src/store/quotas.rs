@@ -6,6 +6,7 @@
 //! the governor's to move (`lease/governor.rs`).
 
 use super::dialect::now_ms;
+use super::runner::recovery_lane;
 use super::*;
 use crate::model::ResourceGroup;
 use crate::model::group::OBSERVATION_WINDOW_MS;
@@ -13,9 +14,7 @@ use crate::model::shares::RampInputs;
 use crate::trigger_state;
 
 /// The window of the per-minute quota, ms.
-pub const MINUTE_MS: i64 = 60_000;
-/// The window of the fuel quota, ms.
-pub const HOUR_MS: i64 = 3_600_000;
+const MINUTE_MS: i64 = 60_000;
 
 /// A tenant whose hold the governor moved: held now with this reason, or
 /// released (`None`).
@@ -243,11 +242,9 @@ impl Store {
             sqlx::query_as(self.sql(concat!(
                 "SELECT recovery_ramp_pct, recovery_ramp_at, ",
                 now_ms!(),
-                ", CASE WHEN EXISTS (SELECT 1 FROM triggers t WHERE (t.state = ",
-                trigger_state!(retry_wait),
-                " OR (t.state = ",
-                trigger_state!(pending),
-                " AND t.recovery = 1)) AND t.resource_group = g.name) \
+                ", CASE WHEN EXISTS (SELECT 1 FROM triggers t WHERE ",
+                recovery_lane!("t."),
+                " AND t.resource_group = g.name) \
              OR EXISTS (SELECT 1 FROM triggers v WHERE v.state = ",
                 trigger_state!(running),
                 " AND v.recovery = 1 AND v.resource_group = g.name) THEN 1 ELSE 0 END \

@@ -446,21 +446,22 @@ pub(super) fn guaranteed_first<'a, T: Copy>(
     short_of: impl Fn(&str) -> i64,
 ) {
     let mut rank: HashMap<(bool, &'a str), i64> = HashMap::new();
-    let class: Vec<(bool, u8)> = order
+    let mut classed: Vec<((bool, u8), T)> = order
         .iter()
         .map(|c| match key(c) {
-            (lane, None) => (!lane, 0),
+            (lane, None) => ((!lane, 0), *c),
             (lane, Some(group)) => {
                 let k = rank.entry((lane, group)).or_insert(0);
                 *k += 1;
-                (!lane, if *k <= short_of(group) { 1 } else { 2 })
+                ((!lane, if *k <= short_of(group) { 1 } else { 2 }), *c)
             }
         })
         .collect();
-    let mut keyed: Vec<((bool, u8), usize)> = class.into_iter().zip(0..).collect();
-    keyed.sort_by_key(|(class, at)| (*class, *at));
-    let reordered: Vec<T> = keyed.into_iter().map(|(_, at)| order[at]).collect();
-    order.copy_from_slice(&reordered);
+    // Stable: each class keeps the fair-share order it came in.
+    classed.sort_by_key(|(class, _)| *class);
+    for (slot, (_, c)) in order.iter_mut().zip(classed) {
+        *slot = c;
+    }
 }
 
 /// One new claim as [`within_room`] sees it.
