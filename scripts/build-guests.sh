@@ -202,6 +202,7 @@ done
 for out in "$OUT_DIR"/*.wasm; do
     [ -e "$out" ] || continue
     base=$(basename "$out" .wasm)
+    case "$base" in py_*|js_*) continue ;; esac   # scripts/build-foreign-guests.sh's
     keep=0
     for name in "${names[@]}"; do [ "$name" = "$base" ] && keep=1; done
     if [ "$keep" = 0 ]; then rm -f "$out"; say "removed stale $out"; fi
@@ -210,3 +211,6 @@ done
 if [ "$PRINT" = 1 ]; then
     for name in "${names[@]}"; do "$TOOL" --print "$OUT_DIR/$name.wasm"; done
 fi
+
+# The Python and JavaScript example jobs (pinned toolchains under target/toolchains).
+[ "${PADDOCK_NO_FOREIGN_GUESTS:-}" = 1 ] || bash "$ROOT/scripts/build-foreign-guests.sh" $([ "$PRINT" = 1 ] && echo --print)

@@ -67,6 +67,7 @@ async fn run(url: &str, sandbox: &Arc<Sandbox>, s: &Scenario) -> (f64, f64, f64)
                 deadline_ms: 60_000,
                 max_concurrency: SLOTS,
                 grants: "[]".into(),
+                caps: Default::default(),
                 capacity: CapacityInputs::default(),
                 aging_ms: DEFAULT_AGING_MS,
                 shares: Default::default(),

@@ -8,6 +8,16 @@
 //! (pooling allocator only, synchronous), measured in the same run,
 //! interleaved so machine noise hits all four alike.
 //!
+//! Paddock's engine links WASI 0.2 (deny-by-default) for every component;
+//! `noop` imports none of it, so the Paddock row is "WASI linked, nothing
+//! granted" against raw engines without WASI.
+//!
+//! Then the Python and JavaScript effector jobs (componentize-py,
+//! componentize-js; one `effects.query` host call): component size, cold
+//! compile (empty code cache), a restart (a new engine on the filled
+//! on-disk cache, keyed by content and engine settings), the first run and
+//! the p50 of later runs.
+//!
 //! Run: `cargo bench --bench instantiate` (after `bash scripts/build-guests.sh`).
 //! Env: `PADDOCK_BENCH_RUNS` (default 20000).
 
@@ -231,5 +241,71 @@ fn main() {
         "ratio paddock / raw sync, pooling only: p50 {:.2}x  p99 {:.2}x",
         p.0 / m.0,
         p.1 / m.1
+    );
+    println!();
+    println!(
+        "{:<12} {:>10} {:>12} {:>12} {:>11} {:>11}",
+        "component", "size MB", "cold ms", "restart ms", "first ms", "p50 ms"
+    );
+    for name in ["py_effector", "js_effector"] {
+        foreign(&rt, name, &limits, &invocation, &services);
+    }
+}
+
+/// Cold start and steady state of a component from a standard toolchain.
+fn foreign(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    limits: &GuestLimits,
+    invocation: &paddock::sandbox::wit::context::Invocation,
+    services: &Arc<dyn paddock::sandbox::AttemptServices>,
+) {
+    let path = format!(
+        "{}/../target/guests/{name}.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let Ok(bytes) = std::fs::read(&path) else {
+        println!("{name:<12} not built (bash scripts/build-foreign-guests.sh)");
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let config = || SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let t = Instant::now();
+    Sandbox::new(config())
+        .unwrap()
+        .prepare(name, &bytes)
+        .unwrap();
+    let cold = t.elapsed();
+    let sandbox = Sandbox::new(config()).unwrap();
+    let t = Instant::now();
+    let prepared = sandbox.prepare(name, &bytes).unwrap();
+    let restart = t.elapsed();
+    let mut invocation = invocation.clone();
+    invocation.params = r#"{"connector":"x","action":"a","key":"k","mode":"query"}"#.into();
+    let run = || {
+        let t = Instant::now();
+        rt.block_on(sandbox.run(
+            &prepared,
+            invocation.clone(),
+            limits,
+            services.clone(),
+            Arc::new(StopSignal::default()),
+        ));
+        t.elapsed()
+    };
+    let first = run();
+    let later: Vec<Duration> = (0..50).map(|_| run()).collect();
+    let (p50, _, _) = percentiles(later);
+    println!(
+        "{name:<12} {:>10.1} {:>12.0} {:>12.0} {:>11.1} {:>11.2}",
+        bytes.len() as f64 / 1e6,
+        ms(cold),
+        ms(restart),
+        ms(first),
+        p50 / 1e3
     );
 }

@@ -174,6 +174,7 @@ async fn main() {
                 deadline_ms: 600_000,
                 max_concurrency: 4,
                 grants: "[]".into(),
+                caps: Default::default(),
                 capacity: Default::default(),
                 aging_ms: paddock::model::group::DEFAULT_AGING_MS,
                 shares: Default::default(),

@@ -19,7 +19,9 @@
 pub mod attempt;
 pub mod audit;
 pub mod capability;
+pub mod caps;
 pub mod fencing;
+pub mod grants;
 pub mod group;
 pub mod plan;
 pub mod retry;

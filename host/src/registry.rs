@@ -171,8 +171,7 @@ impl Registry {
                     .digest
             }
         };
-        let component = self
-            .store
+        self.store
             .component_get(&digest)
             .await?
             .ok_or_else(|| RegistryError::UnknownComponent(digest.clone()))?;
@@ -181,10 +180,8 @@ impl Registry {
             .group_get(&manifest.resource_group)
             .await?
             .ok_or_else(|| RegistryError::UnknownGroup(manifest.resource_group.clone()))?;
-        let capabilities: CapabilityManifest = serde_json::from_str(&component.manifest)
-            .map_err(|e| StoreError::Conflict(format!("stored manifest unreadable: {e}")))?;
         if let Err(error) =
-            capability::check_granted(&capabilities, &group.name, &group.grant_list())
+            capability::check_granted(&manifest.connectors, &group.name, &group.granted())
         {
             self.store
                 .audit_record(
@@ -197,6 +194,20 @@ impl Registry {
             return Err(error.into());
         }
         let spec = manifest.to_spec(&digest)?;
+        crate::model::caps::OutputCaps::check(
+            "the manifest's [params]",
+            spec.params.to_string().len(),
+            group.caps.params,
+        )
+        .map_err(|problem| {
+            RegistryError::Manifest(ManifestError::Field {
+                field: "params".into(),
+                problem: format!(
+                    "{problem} (group '{}'; `paddock group set {} --max-params SIZE` raises it)",
+                    group.name, group.name
+                ),
+            })
+        })?;
         let schedule = ScheduleSpec::of_plan(&spec).map_err(StoreError::Conflict)?;
         let schedule_json =
             (schedule.trigger.kind() != Kind::Manual).then(|| schedule.canonical_json());
@@ -222,6 +233,42 @@ impl Registry {
     ) -> Result<Capacity, RegistryError> {
         self.group_check(&group)?;
         self.group_store(&group, actor).await
+    }
+
+    /// `paddock group grant` / `group revoke`: add and remove grants
+    /// ([`crate::model::grants`]), each checked, stored and audited with
+    /// the rest of the group. Returns the grants now in force.
+    pub async fn group_grant(
+        &self,
+        name: &str,
+        add: &[String],
+        remove: &[String],
+        actor: &str,
+    ) -> Result<Vec<String>, RegistryError> {
+        let mut group = self
+            .store
+            .group_get(name)
+            .await?
+            .ok_or_else(|| RegistryError::UnknownGroup(name.to_string()))?;
+        for grant in add {
+            crate::model::grants::Grant::parse(grant).map_err(|problem| {
+                RegistryError::BadGroup {
+                    name: name.to_string(),
+                    problem,
+                }
+            })?;
+        }
+        let mut grants = group.grant_list();
+        grants.retain(|g| !remove.contains(g));
+        for grant in add {
+            if !grants.contains(grant) {
+                grants.push(grant.clone());
+            }
+        }
+        grants.sort();
+        group.grants = serde_json::to_string(&grants).expect("strings serialize");
+        self.group_put(group, actor).await?;
+        Ok(grants)
     }
 
     /// Store a checked group with the effective concurrency claims enforce
@@ -292,8 +339,11 @@ impl Registry {
                 return Err(bad(format!("{field} must be positive, not {value}")));
             }
         }
-        if serde_json::from_str::<Vec<String>>(&group.grants).is_err() {
-            return Err(bad("grants must be a JSON array of import names".into()));
+        match serde_json::from_str::<Vec<String>>(&group.grants) {
+            Ok(grants) => {
+                crate::model::grants::Grants::parse(&grants).map_err(bad)?;
+            }
+            Err(_) => return Err(bad("grants must be a JSON array of strings".into())),
         }
         if let Some(problem) = group.capacity.problem() {
             return Err(bad(problem));

@@ -20,6 +20,7 @@ mod capabilities;
 mod limits;
 mod report;
 mod services;
+mod wasi;
 
 pub use crate::model::{RunReport, RunResult, TrapKind};
 pub use bindings::{Job, JobPre, paddock::job as wit};
@@ -163,6 +164,7 @@ impl Sandbox {
         let engine = Engine::new(&wasm).map_err(setup)?;
         let mut linker = Linker::new(&engine);
         Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(setup)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(setup)?;
         let ticker = EpochTicker::start(&engine);
         Ok(Arc::new(Self {
             engine,
@@ -192,6 +194,15 @@ impl Sandbox {
     /// module), import only what the host provides, match the host's types
     /// and export `run`. Returns its capability manifest. Nothing is cached.
     pub fn inspect(&self, bytes: &[u8]) -> Result<(Component, CapabilityManifest), SandboxError> {
+        let (component, manifest, _) = self.compile(bytes)?;
+        Ok((component, manifest))
+    }
+
+    /// [`Sandbox::inspect`], keeping the linked component.
+    fn compile(
+        &self,
+        bytes: &[u8],
+    ) -> Result<(Component, CapabilityManifest, JobPre<GuestState>), SandboxError> {
         if !bytes.starts_with(b"\0asm") {
             return Err(SandboxError::NotWasm);
         }
@@ -203,12 +214,33 @@ impl Sandbox {
         let manifest = capabilities::read_manifest(&self.engine, &component);
         capability::check_host_provides(&manifest)?;
         // Type-check every import against the host's definitions.
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| SandboxError::Link(format!("{e:#}")))?;
-        JobPre::new(pre).map_err(|e| SandboxError::Link(format!("{e:#}")))?;
-        Ok((component, manifest))
+        let pre = self.link(&component, &manifest)?;
+        Ok((component, manifest, pre))
+    }
+
+    /// Link a checked component: the host's interfaces and WASI from the
+    /// shared linker; `wasi:http` imports, if any, as traps on a copy of it
+    /// (calling one ends the attempt as `not_granted`).
+    fn link(
+        &self,
+        component: &Component,
+        manifest: &CapabilityManifest,
+    ) -> Result<JobPre<GuestState>, SandboxError> {
+        let link = |e: wasmtime::Error| SandboxError::Link(format!("{e:#}"));
+        let pre = if manifest
+            .imports
+            .iter()
+            .any(|i| capability::is_denied_wasi(&i.name))
+        {
+            let mut linker = self.linker.clone();
+            linker
+                .define_unknown_imports_as_traps(component)
+                .map_err(link)?;
+            linker.instantiate_pre(component).map_err(link)?
+        } else {
+            self.linker.instantiate_pre(component).map_err(link)?
+        };
+        JobPre::new(pre).map_err(link)
     }
 
     /// The prepared component for `digest`, compiling `bytes` on first use.
@@ -216,13 +248,9 @@ impl Sandbox {
         if let Some(p) = self.prepared.lock().expect("prepared cache").get(digest) {
             return Ok(p.clone());
         }
-        let (component, manifest) = self.inspect(bytes)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| SandboxError::Link(format!("{e:#}")))?;
+        let (_, manifest, pre) = self.compile(bytes)?;
         let prepared = Prepared {
-            pre: JobPre::new(pre).map_err(|e| SandboxError::Link(format!("{e:#}")))?,
+            pre,
             manifest: Arc::new(manifest),
         };
         self.prepared
@@ -274,6 +302,9 @@ impl Sandbox {
         let _ = store.set_fuel(limits.fuel);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().too_large.is_some() {
+                return Err(wasmtime::Error::new(report::Interrupted::TooLarge));
+            }
             if let Some(reason) = ctx.data().stop.interrupting() {
                 return Err(wasmtime::Error::new(report::Interrupted::Stopped(reason)));
             }
@@ -293,13 +324,16 @@ impl Sandbox {
         };
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();
-        let result = report::classify(outcome, &state.limiter, limits);
+        let result = report::classify(outcome, &state, limits);
         RunReport {
             result,
             fuel_used: limits.fuel.saturating_sub(fuel_left),
             peak_memory_bytes: state.limiter.peak_bytes(),
             wall: started.elapsed(),
-            log: state.log.into_text(),
+            log: {
+                let output = state.wasi.output_text();
+                state.log.into_text(&output)
+            },
         }
     }
 }

@@ -136,6 +136,13 @@ async fn admin_refusals_are_one_line_each_cause_once(db: Db) {
         .is_one_clean_line("connector-rate must be a positive number");
     paddock(&host.url, &["group", "show", "nobody"])
         .is_one_clean_line("no resource group named 'nobody'");
+    paddock(&host.url, &["group", "grant", "default", "sockets"])
+        .is_one_clean_line("grant 'sockets' is not a grant (grants are: clocks, random, stdio");
+    paddock(&host.url, &["group", "grant", "nobody", "stdio"]).is_one_clean_line("nobody");
+    paddock(&host.url, &["group", "set", "g", "--max-result", "100MiB"])
+        .is_one_clean_line("max-result must be between 1 byte and");
+    paddock(&host.url, &["group", "set", "g", "--grant", "env:1=x"])
+        .is_one_clean_line("grant 'env:1=x' has an invalid variable name");
 }
 
 #[tokio::test]

@@ -46,6 +46,7 @@ macro_rules! db_test {
 }
 
 mod bad_input;
+mod capabilities;
 mod cli_errors;
 mod conformance;
 mod croner_policy;
@@ -182,7 +183,16 @@ impl TestHost {
     /// A host on the database at `url` (`dir` holds its files, if any).
     pub async fn on(url: String, dir: tempfile::TempDir) -> Self {
         let store = Store::open(&url).await.unwrap();
-        let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+        // One compiled-code cache for every test host: the Python and
+        // JavaScript components (12-18 MB) compile once per run, not once
+        // per test.
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: Some(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-wasm-cache"),
+            ),
+            ..SandboxConfig::default()
+        })
+        .unwrap();
         let registry = Registry::new(store.clone(), sandbox.clone());
         Self {
             url,
@@ -205,6 +215,7 @@ impl TestHost {
                     deadline_ms: deadline.as_millis() as i64,
                     max_concurrency: 64,
                     grants: "[]".into(),
+                    caps: Default::default(),
                     capacity: Default::default(),
                     aging_ms: paddock::model::group::DEFAULT_AGING_MS,
                     shares: Default::default(),
@@ -221,18 +232,37 @@ impl TestHost {
             .await;
     }
 
-    /// Apply a job running guest `name` with extra manifest lines.
+    /// Apply a job running guest `name` with extra manifest lines. The
+    /// connectors the manifest asks for are granted to its group first, as
+    /// an admin would (`paddock group grant G connector:NAME`).
     pub async fn job(&self, id: &str, name: &str, extra: &str) -> u32 {
         let toml = format!(
             "id = \"{id}\"\ntenant = \"t1\"\ncomponent = \"{}\"\n{extra}\n",
             guest(name).display()
         );
+        self.grant_connectors(&toml).await;
         let (_, outcome) = self
             .registry
             .job_apply(&toml, std::path::Path::new("."), "test")
             .await
             .unwrap();
         outcome.version()
+    }
+
+    /// Grant a manifest's connectors to its resource group.
+    pub async fn grant_connectors(&self, toml: &str) {
+        let manifest = paddock::registry::manifest::JobManifest::parse(toml).unwrap();
+        let grants: Vec<String> = manifest
+            .connectors
+            .iter()
+            .map(|c| format!("connector:{c}"))
+            .collect();
+        if !grants.is_empty() {
+            self.registry
+                .group_grant(&manifest.resource_group, &grants, &[], "admin")
+                .await
+                .unwrap();
+        }
     }
 
     pub async fn trigger(&self, job: &str, params: serde_json::Value) -> TriggerRecord {

@@ -25,6 +25,7 @@ pub(crate) fn logistics() -> ResourceGroup {
         deadline_ms: 60_000,
         max_concurrency: 500,
         grants: "[]".into(),
+        caps: Default::default(),
         capacity: CapacityInputs {
             connector_rate_per_s: Some(50.0),
             service_time_ms: Some(2_000),

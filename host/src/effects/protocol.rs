@@ -70,13 +70,15 @@ pub fn check_request(request: &Request) -> Result<(), EffectError> {
     classify::check_action(&request.action).map_err(EffectError::Invalid)
 }
 
-/// The job may call `name`: the manifest grants it.
+/// The job may call `name`: its manifest asks for it and its resource
+/// group grants it (`granted` is both, intersected).
 pub fn check_grant(granted: &[String], name: &str) -> Result<(), EffectError> {
     if granted.iter().any(|c| c == name) {
         Ok(())
     } else {
         Err(EffectError::NotGranted(format!(
-            "connector '{name}' is not granted to this job (add it to the manifest's `connectors`)"
+            "connector '{name}' is not granted to this job (its manifest's `connectors` must name it \
+             and an admin must grant its resource group `connector:{name}`)"
         )))
     }
 }

@@ -698,12 +698,7 @@ impl Runner {
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?
         };
-        let limits = GuestLimits {
-            fuel: group.fuel_per_attempt as u64,
-            memory_bytes: group.memory_bytes as u64,
-            deadline: Duration::from_millis(group.deadline_ms as u64),
-            ..GuestLimits::default()
-        };
+        let limits = GuestLimits::of_group(&group);
         let invocation = Invocation {
             job_id: claim.job_id.clone(),
             tenant: claim.tenant.clone(),
@@ -721,7 +716,14 @@ impl Runner {
             lease: lease.clone(),
             stop: stop.clone(),
             progress,
-            connectors: spec.connectors.clone(),
+            // What the manifest asks for and the group grants, now (a
+            // revoked grant bites at the next attempt).
+            connectors: spec
+                .connectors
+                .iter()
+                .filter(|c| limits.grants.connectors.contains(c))
+                .cloned()
+                .collect(),
             effects: self.effects.clone(),
             retry: spec.retry.clone(),
             park,

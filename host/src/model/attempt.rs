@@ -61,6 +61,13 @@ pub enum TrapKind {
     Drained,
     /// The host failed (a bug or an unavailable dependency), not the guest.
     HostError,
+    /// Handed the host something over one of its group's size caps (a
+    /// result, an error message, a checkpoint, an effect's payload or
+    /// response): the guest's fault, never retried, nothing stored past
+    /// the cap.
+    OutputTooLarge,
+    /// Called something no grant can give (`wasi:http` outgoing requests).
+    NotGranted,
 }
 
 impl TrapKind {
@@ -76,6 +83,8 @@ impl TrapKind {
             TrapKind::LeaseLost => "lease_lost",
             TrapKind::Drained => "drained",
             TrapKind::HostError => "host_error",
+            TrapKind::OutputTooLarge => "output_too_large",
+            TrapKind::NotGranted => "not_granted",
         }
     }
 }

@@ -23,6 +23,40 @@ pub const HOST_INTERFACES: &[&str] = &[
 /// The WIT package version the host implements; imports must be 0.1.x.
 pub const HOST_PACKAGE_VERSION: &str = "0.1";
 
+/// The interface families a guest may import: each links (deny by default).
+pub const WASI_FAMILIES: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:io/",
+    "wasi:random/",
+    "wasi:sockets/",
+];
+
+/// Imports linked as traps: never granted (network goes only through
+/// connectors), but present in some toolchains' output (componentize-js
+/// imports `wasi:http` unless built with `-d http`).
+pub const DENIED_FAMILIES: &[&str] = &["wasi:http/"];
+
+/// The WASI package version the host links; imports must be 0.2.x.
+pub const WASI_VERSION: &str = "0.2";
+
+fn in_families(import: &str, families: &[&str]) -> bool {
+    let (path, version) = import.split_once('@').unwrap_or((import, ""));
+    families.iter().any(|f| path.starts_with(f))
+        && (version == WASI_VERSION || version.starts_with(&format!("{WASI_VERSION}.")))
+}
+
+/// Whether `import` is a WASI 0.2 interface the host links.
+pub fn is_linked_wasi(import: &str) -> bool {
+    in_families(import, WASI_FAMILIES)
+}
+
+/// Whether `import` is one linked as a trap (never granted).
+pub fn is_denied_wasi(import: &str) -> bool {
+    in_families(import, DENIED_FAMILIES)
+}
+
 /// Every import and export of a component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapabilityManifest {
@@ -53,10 +87,10 @@ pub enum CapabilityError {
     )]
     NoRun,
     #[error(
-        "the component imports '{import}', which resource group '{group}' does not grant; \
-         an admin can grant it with `paddock group set {group} --grant {import}`"
+        "resource group '{group}' does not grant what this job needs:{}",
+        missing.iter().map(|g| format!("\n  {g}: an admin grants it with `paddock group grant {group} {g}`")).collect::<String>()
     )]
-    NotGranted { import: String, group: String },
+    NotGranted { group: String, missing: Vec<String> },
 }
 
 /// Whether `import` is one of the host's own interfaces (any 0.1.x).
@@ -70,16 +104,20 @@ pub fn is_host_interface(import: &str) -> bool {
 /// Refuse a component that imports anything the host cannot provide or
 /// that does not export `run`.
 pub fn check_host_provides(manifest: &CapabilityManifest) -> Result<(), CapabilityError> {
-    if let Some(bad) = manifest
-        .imports
-        .iter()
-        .find(|i| !is_host_interface(&i.name))
-    {
+    if let Some(bad) = manifest.imports.iter().find(|i| {
+        !is_host_interface(&i.name) && !is_linked_wasi(&i.name) && !is_denied_wasi(&i.name)
+    }) {
         return Err(CapabilityError::NotProvided {
             import: bad.name.clone(),
             provided: HOST_INTERFACES
                 .iter()
                 .map(|i| format!("{i}@{HOST_PACKAGE_VERSION}.x"))
+                .chain(
+                    WASI_FAMILIES
+                        .iter()
+                        .chain(DENIED_FAMILIES)
+                        .map(|f| format!("{f}*@{WASI_VERSION}.x")),
+                )
                 .collect::<Vec<_>>()
                 .join(", "),
         });
@@ -94,22 +132,26 @@ pub fn check_host_provides(manifest: &CapabilityManifest) -> Result<(), Capabili
     Ok(())
 }
 
-/// Refuse a plan whose component imports anything beyond the host's own
-/// interfaces that its resource group has not granted.
+/// Refuse a plan that asks for a connector its resource group does not
+/// grant, naming every missing grant.
 pub fn check_granted(
-    manifest: &CapabilityManifest,
+    asked_connectors: &[String],
     group: &str,
-    grants: &[String],
+    grants: &super::grants::Grants,
 ) -> Result<(), CapabilityError> {
-    for import in &manifest.imports {
-        if !is_host_interface(&import.name) && !grants.iter().any(|g| g == &import.name) {
-            return Err(CapabilityError::NotGranted {
-                import: import.name.clone(),
-                group: group.to_string(),
-            });
-        }
+    let missing: Vec<String> = grants
+        .missing_connectors(asked_connectors)
+        .into_iter()
+        .map(|c| super::grants::Grant::Connector(c.to_string()).to_string())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CapabilityError::NotGranted {
+            group: group.to_string(),
+            missing,
+        })
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -144,6 +186,22 @@ mod tests {
     }
 
     #[test]
+    fn wasi_imports_are_recognised_by_family_and_version() {
+        assert!(is_linked_wasi("wasi:io/poll@0.2.9"));
+        assert!(is_linked_wasi("wasi:sockets/tcp@0.2.0"));
+        assert!(is_linked_wasi("wasi:cli/environment@0.2.12"));
+        assert!(!is_linked_wasi("wasi:io/poll@0.3.0"));
+        assert!(!is_linked_wasi("wasi:http/outgoing-handler@0.2.0"));
+        assert!(is_denied_wasi("wasi:http/outgoing-handler@0.2.0"));
+        assert!(is_denied_wasi("wasi:http/types@0.2.10"));
+        assert!(!is_denied_wasi("wasi:io/poll@0.2.9"));
+        assert!(
+            check_host_provides(&manifest(&["wasi:io/poll@0.2.9", "wasi:http/types@0.2.10"]))
+                .is_ok()
+        );
+    }
+
+    #[test]
     fn an_import_the_host_does_not_provide_is_refused_by_name() {
         let err = check_host_provides(&manifest(&[
             "paddock:job/log@0.1.0",
@@ -157,14 +215,24 @@ mod tests {
     }
 
     #[test]
-    fn an_ungranted_extra_import_names_the_group_and_the_fix() {
-        let m = manifest(&["paddock:job/log@0.1.0", "wasi:cli/stdout@0.2.0"]);
-        let err = check_granted(&m, "batch", &[]).unwrap_err();
-        assert!(err.to_string().contains("group 'batch'"), "{err}");
+    fn each_missing_connector_grant_is_one_line_with_its_command() {
+        let grants = super::super::grants::Grants::parse(&["connector:ledger"]).unwrap();
+        let asked = vec!["ledger".to_string(), "mail".into(), "sms".into()];
+        let err = check_granted(&asked, "batch", &grants)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err.lines().count(), 3, "{err}");
+        assert!(err.contains("group 'batch'"), "{err}");
         assert!(
-            err.to_string().contains("--grant wasi:cli/stdout@0.2.0"),
+            err.contains(
+                "connector:mail: an admin grants it with `paddock group grant batch connector:mail`"
+            ),
             "{err}"
         );
-        assert!(check_granted(&m, "batch", &["wasi:cli/stdout@0.2.0".into()]).is_ok());
+        assert!(
+            err.contains("`paddock group grant batch connector:sms`"),
+            "{err}"
+        );
+        assert!(check_granted(&asked[..1], "batch", &grants).is_ok());
     }
 }

@@ -14,8 +14,10 @@ pub struct ResourceGroup {
     /// The configured ceiling on attempts running at once (one input of
     /// [`effective_concurrency`], never exceeded).
     pub max_concurrency: i64,
-    /// JSON array of granted imports beyond `paddock:job`.
+    /// JSON array of what an admin granted ([`super::grants`]).
     pub grants: String,
+    /// Size caps on what its guests hand the host.
+    pub caps: super::caps::OutputCaps,
     /// The other inputs of [`effective_concurrency`], each optional.
     pub capacity: CapacityInputs,
     /// Fair shares between the group's tenants: a tenant's oldest waiting
@@ -76,6 +78,12 @@ pub const DEFAULT_AGING_MS: i64 = 60_000;
 impl ResourceGroup {
     pub fn grant_list(&self) -> Vec<String> {
         serde_json::from_str(&self.grants).unwrap_or_default()
+    }
+
+    /// Its grants, parsed (a stored grant that no longer parses grants
+    /// nothing).
+    pub fn granted(&self) -> super::grants::Grants {
+        super::grants::Grants::lenient(&self.grant_list())
     }
 }
 
@@ -308,6 +316,7 @@ mod tests {
             deadline_ms: 60_000,
             max_concurrency: 500,
             grants: "[]".into(),
+            caps: Default::default(),
             capacity: CapacityInputs {
                 connector_rate_per_s: Some(50.0),
                 service_time_ms: Some(2_000),

@@ -15,7 +15,10 @@
 //! working_set = "18MiB"
 //! memory = "64MiB"             # per attempt
 //! deadline = "60s"
-//! grants = ["wasi:clocks/wall-clock@0.2.6"]
+//! grants = ["clocks", "stdio", "env:REGION=eu-1", "connector:ledger"]
+//! max_result = "1MiB"          # size caps: max_params, max_result, max_error,
+//! max_checkpoint = "1MiB"      #   max_checkpoint, max_effect_payload,
+//! max_log = "64KiB"            #   max_effect_response, max_log
 //! aging = "60s"                # fair shares: a waiting tenant gains a slot
 //! min_share = 10               # slots guaranteed before other groups' extra
 //! recovery_share = 30          # % of capacity for catch-up/backfill/retries
@@ -30,6 +33,7 @@
 //! ```
 
 use crate::model::ResourceGroup;
+use crate::model::caps::OutputCaps;
 use crate::model::group::{CapacityInputs, DEFAULT_AGING_MS, TenantQuota};
 use crate::model::shares::GroupShares;
 use crate::model::units::{parse_bytes, parse_millis};
@@ -90,6 +94,38 @@ struct Entry {
     min_share: Option<i64>,
     recovery_share: Option<i64>,
     ramp_every: Option<String>,
+    max_params: Option<String>,
+    max_result: Option<String>,
+    max_error: Option<String>,
+    max_checkpoint: Option<String>,
+    max_effect_payload: Option<String>,
+    max_effect_response: Option<String>,
+    max_log: Option<String>,
+}
+
+/// Size caps from optional byte sizes ("64KiB"), in the order of
+/// [`OutputCaps::named`]; a size not given takes its default.
+pub fn output_caps(sizes: [Option<&str>; 7]) -> Result<OutputCaps, String> {
+    let mut caps = OutputCaps::default();
+    let fields = [
+        &mut caps.params,
+        &mut caps.result,
+        &mut caps.error,
+        &mut caps.checkpoint,
+        &mut caps.effect_payload,
+        &mut caps.effect_response,
+        &mut caps.log,
+    ];
+    let names = OutputCaps::default().named();
+    for ((field, size), (name, _)) in fields.into_iter().zip(sizes).zip(names) {
+        if let Some(size) = size {
+            *field = parse_bytes(&format!("max-{name}"), size)? as u64;
+        }
+    }
+    match caps.problem() {
+        Some(problem) => Err(problem),
+        None => Ok(caps),
+    }
 }
 
 /// The groups and tenants a file declares, in file order; an error names
@@ -150,6 +186,15 @@ fn entry(e: Entry) -> Result<ResourceGroup, String> {
         )?,
         max_concurrency: e.concurrency.unwrap_or(DEFAULT_CONCURRENCY),
         grants,
+        caps: output_caps([
+            e.max_params.as_deref(),
+            e.max_result.as_deref(),
+            e.max_error.as_deref(),
+            e.max_checkpoint.as_deref(),
+            e.max_effect_payload.as_deref(),
+            e.max_effect_response.as_deref(),
+            e.max_log.as_deref(),
+        ])?,
         capacity: CapacityInputs {
             connector_rate_per_s: e.connector_rate,
             service_time_ms: e

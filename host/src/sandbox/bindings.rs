@@ -4,6 +4,7 @@
 
 use super::limits::{GuestLimits, MemoryLimiter};
 use super::services::{AttemptServices, StopSignal};
+use super::wasi::{WasiSetup, WasiState};
 use std::sync::Arc;
 
 // Host calls that wait on the database or a downstream are async: the
@@ -30,6 +31,12 @@ pub struct GuestState {
     pub(super) limiter: MemoryLimiter,
     pub(super) stop: Arc<StopSignal>,
     pub(super) log: JobLog,
+    pub(super) wasi: WasiState,
+    pub(super) caps: crate::model::caps::OutputCaps,
+    /// Set when the guest handed the host something over a size cap: the
+    /// attempt ends as `output_too_large` at the next epoch tick, whatever
+    /// the guest does next.
+    pub(super) too_large: Option<String>,
 }
 
 impl GuestState {
@@ -40,13 +47,30 @@ impl GuestState {
         stop: Arc<StopSignal>,
         memory: Arc<super::limits::MemoryGauge>,
     ) -> Self {
+        let wasi = WasiState::new(WasiSetup {
+            grants: limits.grants.clone(),
+            trigger_id: invocation.trigger_id.clone(),
+            scheduled_at: since_epoch(&invocation.scheduled_at),
+            output_cap: limits.caps.log as usize,
+        });
         Self {
+            log: JobLog::new(limits.caps.log as usize),
             invocation,
             services,
             limiter: MemoryLimiter::new(limits, memory),
             stop,
-            log: JobLog::default(),
+            wasi,
+            caps: limits.caps,
+            too_large: None,
         }
+    }
+
+    /// Refuse `what` of `size` bytes over `cap`: note it (the attempt ends
+    /// as `output_too_large`) and return the message.
+    fn over_cap(&mut self, what: &str, size: usize, cap: u64) -> Result<(), String> {
+        crate::model::caps::OutputCaps::check(what, size, cap).inspect_err(|message| {
+            self.too_large.get_or_insert_with(|| message.clone());
+        })
     }
 
     /// The stop signal wins over whatever the services say.
@@ -58,16 +82,37 @@ impl GuestState {
     }
 }
 
-/// The attempt's job log: bounded, so a chatty guest cannot eat the host's
-/// memory or the database.
-#[derive(Default)]
+/// An RFC 3339 time as time since the Unix epoch (zero if unreadable).
+fn since_epoch(rfc3339: &str) -> std::time::Duration {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+        .map(std::time::Duration::from_millis)
+        .unwrap_or_default()
+}
+
+impl wasmtime_wasi::WasiView for GuestState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.wasi.view()
+    }
+}
+
+/// The attempt's job log: bounded by the group's log cap, so a chatty
+/// guest cannot eat the host's memory or the database.
 pub(super) struct JobLog {
     text: String,
     dropped: usize,
+    cap: usize,
 }
 
 impl JobLog {
-    const MAX_BYTES: usize = 64 * 1024;
+    fn new(cap: usize) -> Self {
+        Self {
+            text: String::new(),
+            dropped: 0,
+            cap,
+        }
+    }
 
     fn push(&mut self, level: log::Level, message: &str) {
         let level = match level {
@@ -77,7 +122,7 @@ impl JobLog {
             log::Level::Warn => "warn",
             log::Level::Error => "error",
         };
-        if self.text.len() + message.len() + 10 > Self::MAX_BYTES {
+        if self.text.len() + message.len() + 10 > self.cap {
             self.dropped += 1;
             return;
         }
@@ -87,7 +132,17 @@ impl JobLog {
         self.text.push('\n');
     }
 
-    pub(super) fn into_text(self) -> String {
+    /// The log, then what the guest wrote to stdout/stderr, within the
+    /// cap.
+    pub(super) fn into_text(mut self, output: &str) -> String {
+        for line in output.lines() {
+            if self.text.len() + line.len() + 1 > self.cap {
+                self.dropped += 1;
+            } else {
+                self.text.push_str(line);
+                self.text.push('\n');
+            }
+        }
         if self.dropped > 0 {
             format!("{}[{} more lines dropped]\n", self.text, self.dropped)
         } else {
@@ -119,6 +174,12 @@ impl checkpoint::Host for GuestState {
         if self.stop.gate_closed() {
             return types::Control::LeaseLost;
         }
+        if self
+            .over_cap("a checkpoint", state.len(), self.caps.checkpoint)
+            .is_err()
+        {
+            return types::Control::CancelRequested;
+        }
         let answer = self.services.save_checkpoint(state).await;
         self.control_with(answer)
     }
@@ -132,7 +193,14 @@ impl effects::Host for GuestState {
         if self.stop.interrupting().is_some() {
             return Err(effects::EffectError::LeaseLost);
         }
-        self.services.invoke_effect(request).await
+        self.over_cap(
+            "an effect's payload",
+            request.payload.len(),
+            self.caps.effect_payload,
+        )
+        .map_err(effects::EffectError::Invalid)?;
+        let outcome = self.services.invoke_effect(request).await?;
+        self.response_within_cap(outcome)
     }
 
     async fn query(
@@ -140,9 +208,32 @@ impl effects::Host for GuestState {
         connector: String,
         idempotency_key: String,
     ) -> Result<Option<effects::Outcome>, effects::EffectError> {
-        self.services
+        match self
+            .services
             .query_effect(&connector, &idempotency_key)
-            .await
+            .await?
+        {
+            Some(outcome) => self.response_within_cap(outcome).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl GuestState {
+    /// A response body over the group's cap is not handed to the guest.
+    fn response_within_cap(
+        &mut self,
+        outcome: effects::Outcome,
+    ) -> Result<effects::Outcome, effects::EffectError> {
+        if let effects::Outcome::Done(body) | effects::Outcome::Replayed(body) = &outcome {
+            self.over_cap(
+                "an effect's response",
+                body.len(),
+                self.caps.effect_response,
+            )
+            .map_err(effects::EffectError::Invalid)?;
+        }
+        Ok(outcome)
     }
 }
 

@@ -29,6 +29,24 @@ pub struct GuestLimits {
     pub deadline: Duration,
     /// Table elements per table.
     pub table_elements: usize,
+    /// What the group grants (WASI capabilities, connectors).
+    pub grants: std::sync::Arc<crate::model::grants::Grants>,
+    /// Size caps on what the guest hands the host.
+    pub caps: crate::model::caps::OutputCaps,
+}
+
+impl GuestLimits {
+    /// The limits, grants and caps of an attempt in `group`.
+    pub fn of_group(group: &crate::model::ResourceGroup) -> Self {
+        Self {
+            fuel: group.fuel_per_attempt as u64,
+            memory_bytes: group.memory_bytes as u64,
+            deadline: Duration::from_millis(group.deadline_ms as u64),
+            grants: std::sync::Arc::new(group.granted()),
+            caps: group.caps,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for GuestLimits {
@@ -38,6 +56,8 @@ impl Default for GuestLimits {
             memory_bytes: 64 << 20,
             deadline: Duration::from_secs(60),
             table_elements: 100_000,
+            grants: Default::default(),
+            caps: Default::default(),
         }
     }
 }

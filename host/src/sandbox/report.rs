@@ -2,8 +2,10 @@
 //! and the retry policy can tell a guest's own failure from a limit it hit
 //! and from the host stopping it.
 
-use super::limits::{GuestLimits, MemoryLimiter};
+use super::bindings::GuestState;
+use super::limits::GuestLimits;
 use super::wit::types::{ErrorClass as WitErrorClass, JobError};
+use crate::model::caps::{OutputCaps, prefix};
 use crate::model::{ErrorClass, RunResult, StopReason, TrapKind};
 use wasmtime::Trap;
 
@@ -14,6 +16,8 @@ pub(super) enum Interrupted {
     Deadline,
     #[error("stopped by the host: {0:?}")]
     Stopped(StopReason),
+    #[error("the guest handed the host something over a size cap")]
+    TooLarge,
 }
 
 /// The host's view of a guest's error class.
@@ -28,20 +32,19 @@ fn error_class(class: WitErrorClass) -> ErrorClass {
 
 pub(super) fn classify(
     outcome: wasmtime::Result<Result<Vec<u8>, JobError>>,
-    limiter: &MemoryLimiter,
+    state: &GuestState,
     limits: &GuestLimits,
 ) -> RunResult {
+    let trapped = |kind: TrapKind, message: String| RunResult::Trapped { kind, message };
+    // Over a cap once is over for good, whatever the guest returned after.
+    if let Some(message) = &state.too_large {
+        return trapped(TrapKind::OutputTooLarge, message.clone());
+    }
     let error = match outcome {
-        Ok(Ok(output)) => return RunResult::Output(output),
-        Ok(Err(e)) => {
-            return RunResult::JobFailed {
-                class: error_class(e.class),
-                message: e.message,
-            };
-        }
+        Ok(returned) => return within_caps(returned, limits),
         Err(error) => error,
     };
-    let trapped = |kind: TrapKind, message: String| RunResult::Trapped { kind, message };
+    let limiter = &state.limiter;
     if let Some(interrupted) = error.downcast_ref::<Interrupted>() {
         return match interrupted {
             Interrupted::Deadline => trapped(
@@ -56,7 +59,33 @@ pub(super) fn classify(
                 TrapKind::LeaseLost,
                 "interrupted: this attempt lost its lease".into(),
             ),
+            Interrupted::TooLarge => unreachable!("too_large is checked first"),
         };
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return trapped(
+            TrapKind::GuestTrap,
+            format!(
+                "the guest called exit({}) instead of returning from `run`",
+                exit.0
+            ),
+        );
+    }
+    // `wasi:http` is linked as traps (sandbox/wasi.rs): calling it is
+    // asking for a capability no group can grant.
+    let text = format!("{error:#}");
+    if let Some(import) = text
+        .split("unknown import: `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+    {
+        return trapped(
+            TrapKind::NotGranted,
+            format!(
+                "the guest called {import}, which is never granted: network goes only through \
+                 connectors (paddock:job/effects)"
+            ),
+        );
     }
     // A denied memory growth surfaces as whatever the guest does on
     // allocation failure (usually an abort); the limiter knows the cause.
@@ -88,6 +117,28 @@ pub(super) fn classify(
         ),
         Some(other) => trapped(TrapKind::GuestTrap, format!("guest trapped: {other}")),
         None => trapped(TrapKind::HostError, format!("{error:#}")),
+    }
+}
+
+/// What `run` returned, unless it is over the group's caps.
+fn within_caps(returned: Result<Vec<u8>, JobError>, limits: &GuestLimits) -> RunResult {
+    let caps = &limits.caps;
+    let too_large = |message: String| RunResult::Trapped {
+        kind: TrapKind::OutputTooLarge,
+        message,
+    };
+    match returned {
+        Ok(output) => match OutputCaps::check("the result", output.len(), caps.result) {
+            Ok(()) => RunResult::Output(output),
+            Err(message) => too_large(message),
+        },
+        Err(e) => match OutputCaps::check("the error message", e.message.len(), caps.error) {
+            Ok(()) => RunResult::JobFailed {
+                class: error_class(e.class),
+                message: e.message,
+            },
+            Err(message) => too_large(format!("{message}; it began: {}", prefix(&e.message, 200))),
+        },
     }
 }
 

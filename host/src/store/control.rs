@@ -7,6 +7,7 @@ use super::columns::{connector_columns, effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
 use crate::model::audit;
+use crate::model::caps::OutputCaps;
 use crate::model::group::{Capacity, TenantQuota};
 use crate::model::plan::{ApplyDecision, decide_apply};
 use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
@@ -82,8 +83,8 @@ impl ControlStore for Store {
             "INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms, \
              max_concurrency, grants, connector_rate_per_s, service_time_ms, db_connections, \
              memory_budget_bytes, working_set_bytes, effective_concurrency, effective_binding, \
-             aging_ms, min_share, recovery_share_pct, ramp_every_ms, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+             aging_ms, min_share, recovery_share_pct, ramp_every_ms, output_caps, created_at, \
+             updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -97,7 +98,8 @@ impl ControlStore for Store {
              effective_concurrency = excluded.effective_concurrency, \
              effective_binding = excluded.effective_binding, aging_ms = excluded.aging_ms, \
              min_share = excluded.min_share, recovery_share_pct = excluded.recovery_share_pct, \
-             ramp_every_ms = excluded.ramp_every_ms, updated_at = excluded.updated_at"
+             ramp_every_ms = excluded.ramp_every_ms, output_caps = excluded.output_caps, \
+             updated_at = excluded.updated_at"
         )))
         .bind(&group.name)
         .bind(group.fuel_per_attempt)
@@ -116,6 +118,7 @@ impl ControlStore for Store {
         .bind(group.shares.min_share)
         .bind(group.shares.recovery_share_pct)
         .bind(group.shares.ramp_every_ms)
+        .bind(serde_json::to_string(&group.caps).expect("caps serialize"))
         .execute(&mut *tx)
         .await?;
         self.audit_append(
@@ -298,6 +301,14 @@ impl ControlStore for Store {
         let plan = self.plan_get(&new.job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
+        let params = canonical_json(&new.params);
+        // `{}`: nothing to cap (and no group read on the common path).
+        if params.len() > 2
+            && let Some(group) = self.group_get(&plan.resource_group).await?
+        {
+            OutputCaps::check("the trigger's params", params.len(), group.caps.params)
+                .map_err(StoreError::Conflict)?;
+        }
         let scheduled_at = match new.scheduled_at {
             Some(at) => at,
             None => self.now_ms().await?,
@@ -337,7 +348,7 @@ impl ControlStore for Store {
         .bind(&new.origin)
         .bind(scheduled_at)
         .bind(&new.partition_key)
-        .bind(canonical_json(&new.params))
+        .bind(&params)
         .bind(spec.priority as i64)
         .bind(next_run_at)
         .execute(&mut *tx)

@@ -29,6 +29,7 @@ pub(super) struct GroupRow {
     min_share: i64,
     recovery_share_pct: i64,
     ramp_every_ms: i64,
+    output_caps: String,
 }
 
 /// The columns of a [`GroupRow`].
@@ -36,7 +37,7 @@ macro_rules! group_columns {
     () => {
         "name, fuel_per_attempt, memory_bytes, deadline_ms, max_concurrency, grants, \
          connector_rate_per_s, service_time_ms, db_connections, memory_budget_bytes, \
-         working_set_bytes, aging_ms, min_share, recovery_share_pct, ramp_every_ms"
+         working_set_bytes, aging_ms, min_share, recovery_share_pct, ramp_every_ms, output_caps"
     };
 }
 
@@ -49,6 +50,8 @@ impl From<GroupRow> for ResourceGroup {
             deadline_ms: row.deadline_ms,
             max_concurrency: row.max_concurrency,
             grants: row.grants,
+            // A stored value that no longer reads takes the defaults.
+            caps: serde_json::from_str(&row.output_caps).unwrap_or_default(),
             capacity: CapacityInputs {
                 connector_rate_per_s: row.connector_rate_per_s,
                 service_time_ms: row.service_time_ms,

@@ -45,6 +45,8 @@ pub struct Cli {
     command: Command,
 }
 
+// Parsed once per process: `group set`'s many flags cost nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Push and inspect components.

@@ -724,7 +724,8 @@ fn an_ungranted_or_unconfigured_connector_is_refused_with_how_to_fix_it() {
     assert!(matches!(
         check_grant(&granted, "mailer"),
         Err(EffectError::NotGranted(text)) if text
-            == "connector 'mailer' is not granted to this job (add it to the manifest's `connectors`)"
+            == "connector 'mailer' is not granted to this job (its manifest's `connectors` must \
+                name it and an admin must grant its resource group `connector:mailer`)"
     ));
     assert!(matches!(
         configured::<()>("mailer", Ok::<_, String>(None)),

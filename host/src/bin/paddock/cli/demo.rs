@@ -111,6 +111,7 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
                 deadline_ms: 5_000,
                 max_concurrency: 4,
                 grants: "[]".into(),
+                caps: Default::default(),
                 capacity: Default::default(),
                 aging_ms: paddock::model::group::DEFAULT_AGING_MS,
                 shares: Default::default(),

@@ -53,7 +53,9 @@ pub enum GroupCmd {
         /// this long gains one slot's worth of priority on its equals.
         #[arg(long, default_value = "60s")]
         aging: String,
-        /// An import beyond paddock:job to grant (repeatable).
+        /// A capability to grant the group's jobs (repeatable): clocks,
+        /// random, stdio, env:NAME=VALUE, connector:NAME. Replaces the
+        /// group's grants; `group grant` adds to them.
         #[arg(long = "grant")]
         grants: Vec<String>,
         /// Slots guaranteed to the group: while it runs fewer, its work
@@ -70,16 +72,69 @@ pub enum GroupCmd {
         /// two of its moves.
         #[arg(long, default_value = "30s")]
         ramp_every: String,
+        /// Size caps (e.g. 64KiB), each defaulting as `group show` lists:
+        /// a plan's or trigger's params, a run's result, its error message,
+        /// a checkpoint, an effect's payload and response, the job log.
+        #[command(flatten)]
+        caps: CapFlags,
     },
     /// Create or change the groups a TOML file declares (`[[group]]` tables
     /// with the flags of `group set` as fields); every value is checked
     /// before any group is stored.
     Apply { file: PathBuf },
+    /// Grant capabilities to a group's jobs (audited): clocks, random,
+    /// stdio, env:NAME=VALUE, connector:NAME.
+    Grant {
+        name: String,
+        #[arg(required = true)]
+        grants: Vec<String>,
+    },
+    /// Take grants back (audited); running attempts keep what they had,
+    /// the next call to a revoked connector gets `not-granted`.
+    Revoke {
+        name: String,
+        #[arg(required = true)]
+        grants: Vec<String>,
+    },
     /// List resource groups.
     List,
     /// Show a group: each input of its effective concurrency, the result,
     /// which input binds, and how many of its attempts run now.
     Show { name: String },
+}
+
+/// `--max-*`: the group's size caps.
+#[derive(clap::Args)]
+pub struct CapFlags {
+    #[arg(long)]
+    max_params: Option<String>,
+    #[arg(long)]
+    max_result: Option<String>,
+    #[arg(long)]
+    max_error: Option<String>,
+    #[arg(long)]
+    max_checkpoint: Option<String>,
+    #[arg(long)]
+    max_effect_payload: Option<String>,
+    #[arg(long)]
+    max_effect_response: Option<String>,
+    #[arg(long)]
+    max_log: Option<String>,
+}
+
+impl CapFlags {
+    fn caps(&self) -> anyhow::Result<paddock::model::caps::OutputCaps> {
+        paddock::registry::groups_file::output_caps([
+            self.max_params.as_deref(),
+            self.max_result.as_deref(),
+            self.max_error.as_deref(),
+            self.max_checkpoint.as_deref(),
+            self.max_effect_payload.as_deref(),
+            self.max_effect_response.as_deref(),
+            self.max_log.as_deref(),
+        ])
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Subcommand)]
@@ -109,6 +164,24 @@ pub enum TenantCmd {
     List,
 }
 
+/// `group grant` / `group revoke`: the change, then what the group grants.
+async fn grant(
+    host: &Host,
+    name: &str,
+    add: &[String],
+    remove: &[String],
+    actor: &str,
+) -> anyhow::Result<()> {
+    let now = host.registry.group_grant(name, add, remove, actor).await?;
+    let now = if now.is_empty() {
+        "nothing".to_string()
+    } else {
+        now.join(", ")
+    };
+    println!("group {name} grants: {now}");
+    Ok(())
+}
+
 /// `paddock group ...`
 pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
@@ -128,6 +201,7 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
             min_share,
             recovery_share,
             ramp_every,
+            caps,
         } => {
             let bytes = |field: &str, text: Option<String>| {
                 text.map(|t| parse_bytes(field, &t)).transpose()
@@ -139,6 +213,7 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
                 deadline_ms: millis_arg("deadline", &deadline)?,
                 max_concurrency: concurrency,
                 grants: serde_json::to_string(&grants)?,
+                caps: caps.caps()?,
                 capacity: CapacityInputs {
                     connector_rate_per_s: connector_rate,
                     service_time_ms: service_time
@@ -161,6 +236,8 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
                 capacity.effective, capacity.binding
             );
         }
+        GroupCmd::Grant { name, grants } => grant(host, &name, &grants, &[], actor).await?,
+        GroupCmd::Revoke { name, grants } => grant(host, &name, &[], &grants, actor).await?,
         GroupCmd::Apply { file } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read '{}'", file.display()))?;

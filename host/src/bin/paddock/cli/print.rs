@@ -49,6 +49,25 @@ pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, 
         human_bytes(group.memory_bytes),
         group.deadline_ms
     );
+    let grants = group.grant_list();
+    println!(
+        "  grants: {}",
+        if grants.is_empty() {
+            "nothing (WASI linked deny-by-default; no connector)".to_string()
+        } else {
+            grants.join(", ")
+        }
+    );
+    println!(
+        "  size caps: {}",
+        group
+            .caps
+            .named()
+            .iter()
+            .map(|(name, cap)| format!("{name} {}", human_bytes(*cap as i64)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let service = match (observed.samples, observed.service_time_ms) {
         (n, Some(ms)) => format!(
             "{n} attempt(s) in the last minute, mean {:.1} s",

@@ -1,0 +1,422 @@
+//! Capabilities a reviewer can trust (issue 17): components from standard
+//! toolchains (componentize-py, componentize-js) run as jobs with WASI
+//! linked deny-by-default; admin grants bite at `job apply` and at every
+//! call; size caps end an oversized guest as `output_too_large`.
+
+use crate::ledger::{Ledger, connector, effect, put};
+use crate::{Db, TestHost, guest};
+use paddock::model::Claim;
+use paddock::model::ResourceGroup;
+use paddock::model::caps::OutputCaps;
+use paddock::store::prelude::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+const HOUR_MS: i64 = 3_600_000;
+
+fn result(t: &paddock::store::TriggerRecord) -> Value {
+    serde_json::from_slice(t.result.as_deref().unwrap_or(b"null")).unwrap()
+}
+
+async fn claim(host: &TestHost, owner: &str, at: Option<i64>) -> Claim {
+    let mut claims = host
+        .store
+        .trigger_claim_batch(owner, 30_000, 1, at)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 1, "{owner} expected to claim one trigger");
+    claims.remove(0)
+}
+
+/// An hour from now by the database's clock: every earlier lease lapsed.
+async fn an_hour_on(host: &TestHost) -> Option<i64> {
+    Some(host.store.now_ms().await.unwrap() + HOUR_MS)
+}
+
+db_test!(
+    python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints,
+    workers = 4
+);
+/// The effector job written in Python and in JavaScript (examples/), each
+/// against wit/job.wit: context, checkpoints, an effect through the ledger
+/// connector and the log. A takeover resumes from the checkpoint a vanished
+/// runner saved; a retry after an unknown outcome resumes from the job's
+/// own checkpoint and replays the effect from the record, sending nothing.
+async fn python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(10), true),
+    )
+    .await;
+    for lang in ["py", "js"] {
+        let job = format!("pay-{lang}");
+        host.job(
+            &job,
+            &format!("{lang}_effector"),
+            "connectors = [\"ledger\"]\n[retry]\nmax_attempts = 3\nbackoff = \"10ms\"\njitter = false",
+        )
+        .await;
+
+        // Takeover: A saved step 1 and vanished; B resumes from it.
+        let mut params = effect(
+            "ledger",
+            &format!("RES-{lang}-1"),
+            "reserve",
+            &format!("{lang}-1"),
+            5,
+        );
+        params["steps"] = json!(3);
+        let t = host.trigger(&job, params).await;
+        let a = claim(&host, "A", None).await;
+        host.store
+            .checkpoint_save(&a.lease("A"), &1u32.to_le_bytes())
+            .await
+            .unwrap();
+        let b = claim(&host, "B", an_hour_on(&host).await).await;
+        let summary = host.runner("B", Duration::from_secs(60)).execute(b).await;
+        assert!(summary.committed, "{lang}: {summary:?}");
+        let t = host.store.trigger_get(t.id).await.unwrap();
+        assert_eq!(t.state, "succeeded", "{lang}: {:?}", t.error_message);
+        let out = result(&t);
+        assert_eq!(out["outcome"], "done", "{lang}: {out}");
+        assert_eq!(out["resumed_from"], 1, "{lang}: {out}");
+        assert_eq!(out["attempt"], 2, "{lang}: {out}");
+        assert!(host.store.checkpoint_load(t.id).await.unwrap().unwrap().0 > 0);
+        let attempts = host.store.attempts_for(t.id).await.unwrap();
+        let log = attempts.last().unwrap().log.clone().unwrap_or_default();
+        assert!(log.contains("effector"), "{lang}: the guest's log: {log:?}");
+
+        // Retry: the response is lost after the ledger commits; the first
+        // attempt saved its 2 steps and step 3 (the effect was answered,
+        // `unknown`); the retry resumes from 3 and replays from the record.
+        let key = format!("{lang}-2");
+        let mut params = effect("ledger", &format!("RES-{lang}-2"), "reserve", &key, 5);
+        params["steps"] = json!(2);
+        let t = host.trigger(&job, params).await;
+        ledger
+            .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+            .await;
+        let first = host
+            .runner("A", Duration::from_secs(60))
+            .execute(claim(&host, "A", None).await)
+            .await;
+        assert_eq!(first.outcome, "retry_wait", "{lang}: {first:?}");
+        assert_eq!(first.error_class.as_deref(), Some("unknown"), "{lang}");
+        let second = host
+            .runner("B", Duration::from_secs(60))
+            .execute(claim(&host, "B", an_hour_on(&host).await).await)
+            .await;
+        assert!(second.committed, "{lang}: {second:?}");
+        let t = host.store.trigger_get(t.id).await.unwrap();
+        let out = result(&t);
+        assert_eq!(out["outcome"], "replayed", "{lang}: {out}");
+        assert_eq!(out["resumed_from"], 3, "{lang}: {out}");
+        assert_eq!(out["attempt"], 2, "{lang}: {out}");
+    }
+    let stats = ledger.stats().await;
+    assert_eq!(stats["applied"], 4, "one effect per trigger: {stats}");
+    ledger.stop().await;
+}
+
+/// A group with no grants and the default caps.
+fn bare_group(name: &str) -> ResourceGroup {
+    ResourceGroup {
+        name: name.into(),
+        fuel_per_attempt: 50_000_000_000,
+        memory_bytes: 256 << 20,
+        deadline_ms: 120_000,
+        max_concurrency: 16,
+        grants: "[]".into(),
+        caps: OutputCaps::default(),
+        capacity: Default::default(),
+        aging_ms: paddock::model::group::DEFAULT_AGING_MS,
+        shares: Default::default(),
+    }
+}
+
+/// Run the one due trigger of `job` to its end; its record.
+async fn run_one(host: &TestHost, job: &str, params: Value) -> paddock::store::TriggerRecord {
+    let t = host.trigger(job, params).await;
+    host.runner("r", Duration::from_secs(60))
+        .run_until_idle()
+        .await
+        .unwrap();
+    host.store.trigger_get(t.id).await.unwrap()
+}
+
+fn last_log(attempts: &[paddock::store::AttemptRecord]) -> String {
+    attempts.last().unwrap().log.clone().unwrap_or_default()
+}
+
+db_test!(wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability);
+/// The Python probe reports what WASI gives it. Ungranted: an empty
+/// environment, the wall clock frozen at the trigger's scheduled time, no
+/// file, no socket (the ledger listens on the port it tries), stdout
+/// discarded. Granted clocks, random, stdio and one variable: exactly
+/// those — files and sockets stay refused.
+async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    let port: u16 = ledger.url.rsplit(':').next().unwrap().parse().unwrap();
+    host.registry
+        .group_put(bare_group("probe"), "admin")
+        .await
+        .unwrap();
+    host.job("probe", "py_probe", "resource_group = \"probe\"")
+        .await;
+
+    let t = run_one(&host, "probe", json!({ "port": port })).await;
+    assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
+    let seen = result(&t);
+    assert_eq!(seen["env"], json!({}), "{seen}");
+    assert_eq!(
+        seen["time"].as_f64().unwrap() as i64,
+        t.scheduled_at / 1000,
+        "the frozen wall clock: {seen}"
+    );
+    for denied in ["file", "listdir", "socket"] {
+        assert!(
+            seen[denied].as_str().unwrap().starts_with("refused"),
+            "{denied}: {seen}"
+        );
+    }
+    let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
+    assert!(!log.contains("hello from"), "stdout is discarded: {log:?}");
+
+    host.registry
+        .group_grant(
+            "probe",
+            &[
+                "clocks".into(),
+                "random".into(),
+                "stdio".into(),
+                "env:REGION=eu-1".into(),
+            ],
+            &[],
+            "admin",
+        )
+        .await
+        .unwrap();
+    let before = host.store.now_ms().await.unwrap() / 1000;
+    let t = run_one(&host, "probe", json!({ "port": port })).await;
+    let seen = result(&t);
+    assert_eq!(seen["env"], json!({ "REGION": "eu-1" }), "{seen}");
+    let now = seen["time"].as_f64().unwrap() as i64;
+    assert!(
+        (before - 5..before + 600).contains(&now),
+        "the real clock: {now} vs {before}"
+    );
+    for denied in ["file", "listdir", "socket"] {
+        assert!(
+            seen[denied].as_str().unwrap().starts_with("refused"),
+            "{denied} stays refused with every grant: {seen}"
+        );
+    }
+    let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
+    assert!(log.contains("stdout: hello from stdout"), "{log:?}");
+    assert!(log.contains("stderr: hello from stderr"), "{log:?}");
+    ledger.stop().await;
+}
+
+db_test!(a_connector_is_granted_by_an_admin_never_by_the_manifest);
+/// `job apply` refuses a manifest asking for connectors its group does not
+/// grant, one line per missing grant with the command; after the grant it
+/// applies; after a revoke, the next call is refused at runtime as
+/// `not-granted` and nothing reaches the downstream.
+async fn a_connector_is_granted_by_an_admin_never_by_the_manifest(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    host.registry
+        .group_put(bare_group("pay"), "admin")
+        .await
+        .unwrap();
+    let manifest = format!(
+        "id = \"pay\"\ntenant = \"t1\"\nresource_group = \"pay\"\ncomponent = \"{}\"\n\
+         connectors = [\"ledger\", \"mailer\"]\n",
+        guest("effector").display()
+    );
+    let err = host
+        .registry
+        .job_apply(&manifest, Path::new("."), "team")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err.lines().count(), 3, "{err}");
+    assert!(
+        err.contains(
+            "connector:ledger: an admin grants it with `paddock group grant pay connector:ledger`"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("`paddock group grant pay connector:mailer`"),
+        "{err}"
+    );
+    assert_eq!(host.count("jobs").await, 0, "nothing stored");
+
+    host.registry
+        .group_grant(
+            "pay",
+            &["connector:ledger".into(), "connector:mailer".into()],
+            &[],
+            "admin",
+        )
+        .await
+        .unwrap();
+    host.registry
+        .job_apply(&manifest, Path::new("."), "team")
+        .await
+        .unwrap();
+    let t = run_one(&host, "pay", effect("ledger", "RES-1", "reserve", "k-1", 1)).await;
+    assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
+
+    host.registry
+        .group_grant("pay", &[], &["connector:ledger".into()], "admin")
+        .await
+        .unwrap();
+    let t = run_one(&host, "pay", effect("ledger", "RES-2", "reserve", "k-2", 1)).await;
+    assert_eq!(t.state, "failed");
+    let message = t.error_message.unwrap();
+    assert!(message.contains("not-granted"), "{message}");
+    assert_eq!(
+        ledger.stat("requests_received").await,
+        1,
+        "only the granted call"
+    );
+    let audit = host.store.audit_list().await.unwrap();
+    assert!(
+        audit.iter().filter(|e| e.action == "group.put").count() >= 3,
+        "every grant and revoke is audited"
+    );
+    ledger.stop().await;
+}
+
+db_test!(a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_cap_is_stored);
+/// The `flood` guest in a group with 1 KiB caps: an oversized result,
+/// error message, checkpoint and effect payload each end the attempt as
+/// `output_too_large` — permanent (one attempt though the plan allows
+/// three), nothing past the cap stored; a flood of log lines is cut at
+/// the log cap and the run succeeds; oversized params are refused at apply
+/// and at trigger creation.
+async fn a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_cap_is_stored(
+    db: Db,
+) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    let kib = 1024;
+    let mut group = bare_group("capped");
+    group.caps = OutputCaps {
+        params: kib,
+        result: kib,
+        error: kib,
+        checkpoint: kib,
+        effect_payload: kib,
+        effect_response: kib,
+        log: 4 * kib,
+    };
+    host.registry.group_put(group, "admin").await.unwrap();
+    host.job(
+        "flood",
+        "flood",
+        "resource_group = \"capped\"\nconnectors = [\"ledger\"]\n[retry]\nmax_attempts = 3\nbackoff = \"10ms\"",
+    )
+    .await;
+    for (params, what) in [
+        (json!({ "result_bytes": 2000 }), "the result of 2000 bytes"),
+        (
+            json!({ "error_bytes": 5000 }),
+            "the error message of 5000 bytes",
+        ),
+        (
+            json!({ "checkpoint_bytes": 2000 }),
+            "a checkpoint of 2000 bytes",
+        ),
+        (
+            json!({ "effects": 1, "payload_bytes": 2000 }),
+            "an effect's payload of 2000 bytes",
+        ),
+    ] {
+        let t = run_one(&host, "flood", params.clone()).await;
+        assert_eq!(t.state, "failed", "{params}");
+        assert_eq!(
+            t.error_class.as_deref(),
+            Some("output_too_large"),
+            "{params}"
+        );
+        let message = t.error_message.clone().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "{what} exceeds the resource group's cap of 1024 bytes"
+            )),
+            "{message}"
+        );
+        assert!(
+            message.len() < 512,
+            "the stored message is bounded: {}",
+            message.len()
+        );
+        assert_eq!(t.result, None);
+        assert_eq!(t.attempts, 1, "never retried: {params}");
+        assert_eq!(
+            host.store.checkpoint_load(t.id).await.unwrap(),
+            None,
+            "{params}"
+        );
+    }
+    assert_eq!(
+        ledger.stat("requests_received").await,
+        0,
+        "the oversized payload was not sent"
+    );
+
+    let t = run_one(&host, "flood", json!({ "log_lines": 100_000 })).await;
+    assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
+    let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
+    assert!(log.len() <= 4 * 1024 + 64, "log of {} bytes", log.len());
+    assert!(
+        log.ends_with("more lines dropped]\n"),
+        "{}",
+        &log[log.len() - 60..]
+    );
+
+    let big = "x".repeat(2000);
+    let err = host
+        .store
+        .trigger_create(&paddock::store::NewTrigger::manual(
+            "flood",
+            json!({ "pad": big }),
+            None,
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the trigger's params of 2010 bytes exceeds"),
+        "{err}"
+    );
+    let manifest = format!(
+        "id = \"flood2\"\ntenant = \"t1\"\nresource_group = \"capped\"\ncomponent = \"{}\"\n[params]\npad = \"{big}\"\n",
+        guest("flood").display()
+    );
+    let err = host
+        .registry
+        .job_apply(&manifest, Path::new("."), "team")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--max-params"), "{err}");
+    ledger.stop().await;
+}
