@@ -25,6 +25,8 @@ pub mod grants;
 pub mod group;
 pub mod plan;
 pub mod retry;
+pub mod review;
+pub mod secret;
 pub mod shares;
 pub mod state;
 pub mod time;

@@ -12,6 +12,7 @@
 
 pub mod groups_file;
 pub mod manifest;
+pub mod report;
 
 use crate::model::capability::{self, CapabilityManifest};
 use crate::model::group::{Capacity, TenantQuota};

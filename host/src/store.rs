@@ -41,6 +41,7 @@ mod runner;
 #[doc(hidden)]
 pub use runner::hot_statements;
 mod scheduler;
+mod secrets;
 mod sqlite_writer;
 mod wake;
 
@@ -51,6 +52,7 @@ pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
+pub use secrets::SecretView;
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the
 /// CLI, tests, benchmarks): `use paddock::store::prelude::*;`.

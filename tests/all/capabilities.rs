@@ -420,3 +420,98 @@ async fn a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_
     assert!(err.contains("--max-params"), "{err}");
     ledger.stop().await;
 }
+
+db_test!(a_reviewer_reads_each_components_capabilities_and_what_a_new_version_changes);
+/// `paddock audit capabilities` judges each import of each component
+/// against the grants of the group that runs it, lists its jobs and the
+/// connectors it reaches (with a credential's fingerprint, never its
+/// value); `paddock component diff` names what a new component adds.
+async fn a_reviewer_reads_each_components_capabilities_and_what_a_new_version_changes(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put(
+        &host.store,
+        connector("ledger", &ledger, Duration::from_secs(5), true),
+    )
+    .await;
+    let secret = paddock::model::secret::ConnectorSecret::bearer("never-shown-42").unwrap();
+    host.store
+        .connector_secret_set("ledger", Some(&secret), "admin")
+        .await
+        .unwrap();
+    let mut probe = bare_group("probe");
+    probe.grants = r#"["clocks"]"#.into();
+    host.registry.group_put(probe, "admin").await.unwrap();
+    host.job("probe", "py_probe", "resource_group = \"probe\"")
+        .await;
+    host.job("pay", "effector", "connectors = [\"ledger\"]")
+        .await;
+
+    let (ok, json_out) =
+        crate::secrets::paddock(&host, &["audit", "capabilities", "--format", "json"], &[]);
+    assert!(ok, "{json_out}");
+    assert!(!json_out.contains("never-shown-42"));
+    let reports: Vec<Value> = serde_json::from_str(&json_out).unwrap();
+    let by_job = |job: &str| {
+        reports
+            .iter()
+            .find(|r| {
+                r["used_by"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|u| u["job"] == job)
+            })
+            .unwrap_or_else(|| panic!("no component used by {job}: {json_out}"))
+            .clone()
+    };
+    let probe = by_job("probe");
+    let import = |name: &str| {
+        probe["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} not imported: {probe}"))["in_groups"]["probe"]
+            .clone()
+    };
+    assert_eq!(import("wasi:clocks/wall-clock")["granted"], true, "{probe}");
+    assert_eq!(import("wasi:sockets/tcp@")["granted"], false, "{probe}");
+    assert_eq!(import("wasi:random/random")["granted"], false, "{probe}");
+    assert_eq!(probe["used_by"][0]["tenant"], "t1");
+    let pay = by_job("pay");
+    let reach = &pay["connectors"][0];
+    assert_eq!(reach["connector"], "ledger");
+    assert_eq!(
+        (reach["granted"].clone(), reach["configured"].clone()),
+        (json!(true), json!(true))
+    );
+    assert!(
+        reach["secret"]
+            .as_str()
+            .unwrap()
+            .contains(&secret.fingerprint()),
+        "{reach}"
+    );
+
+    let (ok, text) = crate::secrets::paddock(&host, &["audit", "capabilities"], &[]);
+    assert!(ok, "{text}");
+    assert!(text.contains("[probe] GRANTED granted: clocks"), "{text}");
+    assert!(
+        text.contains("[probe] denied  never granted: TCP, UDP and name lookup refused"),
+        "{text}"
+    );
+
+    let (effector, py) = (
+        pay["digest"].as_str().unwrap(),
+        probe["digest"].as_str().unwrap(),
+    );
+    let (ok, diff) =
+        crate::secrets::paddock(&host, &["component", "diff", &effector[..12], py], &[]);
+    assert!(ok, "{diff}");
+    assert!(diff.contains("+ import wasi:sockets/tcp@0.2.9"), "{diff}");
+    let (ok, same) =
+        crate::secrets::paddock(&host, &["component", "diff", effector, effector], &[]);
+    assert!(ok && same.contains("the same capabilities"), "{same}");
+    ledger.stop().await;
+}

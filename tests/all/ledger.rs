@@ -112,6 +112,19 @@ impl Ledger {
         self.get(&format!("/v1/resources/{name}")).await.1
     }
 
+    /// Require `header: value` on every `/v1` request (401 otherwise).
+    pub async fn require(&self, header: &str, value: &str) {
+        let status = self
+            .client
+            .put(format!("{}/admin/auth", self.url))
+            .json(&json!({ "header": header, "value": value }))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(status.is_success(), "{status}");
+    }
+
     pub async fn fault(&self, rule: Value) {
         self.post("/admin/faults", rule).await;
     }

@@ -56,6 +56,7 @@ mod effects_storm;
 mod faults;
 mod group_commit;
 mod guests;
+mod hostile;
 mod layers;
 mod leases;
 mod ledger;
@@ -66,6 +67,7 @@ mod quotas;
 mod registration;
 mod scheduler;
 mod scheduler_fencing;
+mod secrets;
 mod shares;
 mod wake;
 

@@ -30,6 +30,9 @@ pub(crate) struct AppState {
     pub store: Store,
     pub faults: Faults,
     pub stats: Stats,
+    /// A credential every `/v1` request must carry (`PUT /admin/auth`):
+    /// header name (lower case) and exact value. None: no check.
+    pub auth: std::sync::Mutex<Option<(String, String)>>,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +45,7 @@ pub(crate) struct Stats {
     stale_token_rejections: AtomicU64,
     invalid_requests: AtomicU64,
     internal_errors: AtomicU64,
+    unauthorized: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -59,6 +63,7 @@ struct StatsView {
     stale_token_rejections: u64,
     invalid_requests: u64,
     internal_errors: u64,
+    unauthorized: u64,
     injected_faults: FaultCountersView,
 }
 
@@ -136,6 +141,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             post(add_fault).get(list_faults).delete(clear_faults),
         )
         .route("/admin/hold", post(add_hold))
+        .route("/admin/auth", put(set_auth))
         .route("/admin/holds", get(list_holds))
         .route("/admin/release", post(release))
         .route("/admin/resources/{resource}", put(set_resource))
@@ -189,6 +195,9 @@ async fn effect(
     body: Bytes,
 ) -> Response {
     bump(&st.stats.requests_received);
+    if let Some(refused) = unauthorized(&st, &headers) {
+        return refused;
+    }
     let req = match parse_request(resource, &action, &headers, &body) {
         Ok(r) => r,
         Err(e) => {
@@ -290,13 +299,50 @@ async fn effect(
 async fn operation(
     State(st): State<Arc<AppState>>,
     Path(key): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if let Some(refused) = unauthorized(&st, &headers) {
+        return Ok(refused);
+    }
     match st.store.operation(&key).await? {
         Some(op) => Ok(Json(op).into_response()),
         None => Err(ApiError::NotFound(
             json!({"error": "not_found", "idempotency_key": key}),
         )),
     }
+}
+
+/// 401 unless the request carries the credential `PUT /admin/auth` set.
+fn unauthorized(st: &AppState, headers: &HeaderMap) -> Option<Response> {
+    let required = st.auth.lock().unwrap().clone()?;
+    let (name, value) = required;
+    if headers.get(name.as_str()).map(|v| v.as_bytes()) == Some(value.as_bytes()) {
+        return None;
+    }
+    bump(&st.stats.unauthorized);
+    Some(json_response(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        json!({"error": "unauthorized", "header": name}).to_string(),
+    ))
+}
+
+/// `PUT /admin/auth` `{"header": "authorization", "value": "Bearer …"}`:
+/// require that credential on every `/v1` request; `{}` drops the check.
+async fn set_auth(State(st): State<Arc<AppState>>, body: Bytes) -> Result<Response, ApiError> {
+    #[derive(Deserialize)]
+    struct Auth {
+        header: Option<String>,
+        value: Option<String>,
+    }
+    let auth: Auth = parse_admin(&body)?;
+    let required = match (auth.header, auth.value) {
+        (Some(h), Some(v)) => Some((h.to_ascii_lowercase(), v)),
+        _ => None,
+    };
+    let on = required.is_some();
+    *st.auth.lock().unwrap() = required;
+    Ok(Json(json!({ "required": on })).into_response())
 }
 
 /// `GET /v1/resources/{resource}`
@@ -325,6 +371,7 @@ async fn stats(State(st): State<Arc<AppState>>) -> Json<StatsView> {
         stale_token_rejections: get(&s.stale_token_rejections),
         invalid_requests: get(&s.invalid_requests),
         internal_errors: get(&s.internal_errors),
+        unauthorized: get(&s.unauthorized),
         injected_faults: st.faults.counters(),
     })
 }

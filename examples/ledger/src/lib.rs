@@ -142,6 +142,7 @@ impl Ledger {
                 store,
                 faults: faults::Faults::default(),
                 stats: http::Stats::default(),
+                auth: Default::default(),
             }),
         })
     }

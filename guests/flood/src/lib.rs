@@ -7,7 +7,10 @@
 //!   answers;
 //! - `checkpoint_bytes`: save a checkpoint this large;
 //! - `error_bytes`: return an error (transient) with a message this large;
-//! - `result_bytes`: return a result this large (default 2 bytes: `ok`).
+//! - `result_bytes`: return a result this large (default: `{"refused":N}`,
+//!   the effects the host refused);
+//! - `recurse`: recurse without end first (a stack overflow);
+//! - `poll_loop`: call `context::poll` in a tight loop first, forever.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -27,9 +30,25 @@ fn count(params: &minijson::Value, key: &str) -> usize {
         .unwrap_or(0) as usize
 }
 
+/// Recurse until wasm's own call stack runs out (no locals in linear
+/// memory, so it is the engine's stack that overflows, not the guest's
+/// shadow stack; `black_box` keeps the optimiser from making it a loop).
+#[allow(unconditional_recursion)]
+fn depth(n: u64) -> u64 {
+    core::hint::black_box(depth(core::hint::black_box(n + 1))) + 1
+}
+
 impl Guest for Flood {
     fn run() -> Result<Vec<u8>, JobError> {
         let params = minijson::parse(&context::current().params).unwrap_or(minijson::Value::Null);
+        if count(&params, "recurse") > 0 {
+            return Ok(vec![depth(core::hint::black_box(0)) as u8]);
+        }
+        if count(&params, "poll_loop") > 0 {
+            loop {
+                core::hint::black_box(context::poll());
+            }
+        }
         for i in 0..count(&params, "log_lines") {
             log::log(log::Level::Info, &format!("flood line {i}"));
         }

@@ -247,7 +247,7 @@ impl EffectGateway {
         live: &Live,
         rec: &EffectRecord,
     ) -> Result<Option<Outcome>, EffectError> {
-        let found = self.http.query(&live.record, &rec.idempotency_key).await;
+        let found = self.http.query(live.endpoint(), &rec.idempotency_key).await;
         match protocol::after_query(rec, found, protocol::send_budget(caller.retry)) {
             Queried::Recorded(outcome) => {
                 let settled = self.settle(caller, &rec.idempotency_key, &outcome).await?;
@@ -324,7 +324,7 @@ impl EffectGateway {
                 }
             },
             QueryStep::AskDownstream => Ok(protocol::found_unrecorded(
-                self.http.query(&live.record, key).await,
+                self.http.query(live.endpoint(), key).await,
             )),
         }
     }

@@ -12,6 +12,7 @@
 //! unknown, never failed.
 
 use super::classify::{Answer, Found};
+use crate::model::secret::ConnectorSecret;
 use crate::store::ConnectorRecord;
 use std::time::Duration;
 
@@ -37,6 +38,33 @@ fn encode_segment(s: &str) -> String {
         }
     }
     out
+}
+
+/// Where a call goes: the connector's row and its credential, if any.
+#[derive(Clone, Copy)]
+pub struct Endpoint<'a> {
+    pub record: &'a ConnectorRecord,
+    pub secret: Option<&'a ConnectorSecret>,
+}
+
+/// The connector's credential on the request, marked sensitive (reqwest
+/// and hyper never print a sensitive header's value).
+fn with_secret(
+    request: reqwest::RequestBuilder,
+    secret: Option<&ConnectorSecret>,
+) -> reqwest::RequestBuilder {
+    let Some(secret) = secret else {
+        return request;
+    };
+    match reqwest::header::HeaderValue::from_str(secret.expose()) {
+        Ok(mut value) => {
+            value.set_sensitive(true);
+            request.header(secret.header.as_str(), value)
+        }
+        // Checked when set (`ConnectorSecret::header`); a value that still
+        // does not fit a header is left off and the downstream refuses.
+        Err(_) => request,
+    }
 }
 
 fn describe(e: &reqwest::Error) -> String {
@@ -66,16 +94,14 @@ impl HttpConnector {
 
     pub async fn send(
         &self,
-        c: &ConnectorRecord,
+        Endpoint { record: c, secret }: Endpoint<'_>,
         action: &str,
         key: &str,
         token: i64,
         request_id: &str,
         payload: &[u8],
     ) -> Answer {
-        let sent = self
-            .client
-            .post(Self::url(c, action))
+        let sent = with_secret(self.client.post(Self::url(c, action)), secret)
             .timeout(Duration::from_millis(c.timeout_ms as u64))
             .header("content-type", "application/json")
             .header("idempotency-key", key)
@@ -104,11 +130,9 @@ impl HttpConnector {
         }
     }
 
-    pub async fn query(&self, c: &ConnectorRecord, key: &str) -> Found {
+    pub async fn query(&self, Endpoint { record: c, secret }: Endpoint<'_>, key: &str) -> Found {
         let url = Self::url(c, &format!("operations/{}", encode_segment(key)));
-        let response = match self
-            .client
-            .get(url)
+        let response = match with_secret(self.client.get(url), secret)
             .timeout(Duration::from_millis(c.timeout_ms as u64))
             .send()
             .await

@@ -400,6 +400,19 @@ impl ControlStore for Store {
         self.request_stop(id).await
     }
 
+    async fn connector_secret_set(
+        &self,
+        connector: &str,
+        secret: Option<&crate::model::secret::ConnectorSecret>,
+        actor: &str,
+    ) -> StoreResult<()> {
+        self.secret_set(connector, secret, actor).await
+    }
+
+    async fn connector_secrets(&self) -> StoreResult<Vec<super::SecretView>> {
+        self.secrets_list().await
+    }
+
     /// Create or replace a connector, audited.
     async fn connector_put(&self, c: &ConnectorRecord, actor: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;

@@ -17,6 +17,13 @@ use async_trait::async_trait;
 
 #[async_trait]
 impl EffectStore for Store {
+    async fn connector_secret(
+        &self,
+        connector: &str,
+    ) -> StoreResult<Option<crate::model::secret::ConnectorSecret>> {
+        self.secret_get(connector).await
+    }
+
     /// Write a new effect's intent, fenced by the lease in the same
     /// statement (`sends = 1`: the send follows). `Conflict` when the key
     /// was recorded meanwhile; `LeaseLost` when the token is stale.

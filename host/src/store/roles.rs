@@ -286,6 +286,11 @@ pub trait SchedulerStore: ReadStore + Counters {
 /// token, recovery of unknown outcomes, exception tickets.
 #[async_trait]
 pub trait EffectStore: ReadStore + Counters {
+    /// A connector's credential, for the HTTP client only (never shown).
+    async fn connector_secret(
+        &self,
+        connector: &str,
+    ) -> StoreResult<Option<crate::model::secret::ConnectorSecret>>;
     /// Write a new effect's intent under the lease (`sends = 1`: the send
     /// follows). `Conflict` when the key was recorded meanwhile.
     async fn effect_intent(&self, lease: &LeaseRef, new: &NewEffect) -> StoreResult<EffectRecord>;
@@ -381,6 +386,16 @@ pub trait ControlStore: ReadStore + Counters {
     ) -> StoreResult<()>;
     /// Create or change a connector, audited.
     async fn connector_put(&self, connector: &ConnectorRecord, actor: &str) -> StoreResult<()>;
+    /// Set, rotate (`Some`) or clear (`None`) a connector's credential,
+    /// audited with its fingerprint, never its value.
+    async fn connector_secret_set(
+        &self,
+        connector: &str,
+        secret: Option<&crate::model::secret::ConnectorSecret>,
+        actor: &str,
+    ) -> StoreResult<()>;
+    /// Every stored credential, as its header and fingerprint.
+    async fn connector_secrets(&self) -> StoreResult<Vec<super::SecretView>>;
     /// Resolve an open ticket with one of its allowed actions, audited.
     async fn exception_resolve(
         &self,

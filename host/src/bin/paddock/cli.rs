@@ -7,7 +7,9 @@ mod demo;
 mod exceptions;
 mod groups;
 mod print;
+mod review;
 mod schedule;
+mod secrets;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
@@ -93,6 +95,9 @@ enum ComponentCmd {
     Inspect { digest: String },
     /// List stored components.
     List,
+    /// What component B adds or drops in capabilities relative to A
+    /// (digests, or unique prefixes of 8+ hex digits).
+    Diff { a: String, b: String },
 }
 
 #[derive(Subcommand)]
@@ -145,6 +150,13 @@ enum AuditCmd {
     Verify,
     /// Print the audit log.
     List,
+    /// For a security reviewer: every component, its imports judged
+    /// against each group that runs it, its jobs, the connectors it reaches.
+    Capabilities {
+        /// text or json.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
 }
 
 #[derive(Args)]
@@ -309,6 +321,7 @@ async fn component(host: &Host, cmd: ComponentCmd, actor: &str) -> anyhow::Resul
             );
             print::manifest(&serde_json::from_str(&record.manifest)?);
         }
+        ComponentCmd::Diff { a, b } => review::diff(host, &a, &b).await?,
         ComponentCmd::List => {
             for c in host.store.components_list().await? {
                 println!(
@@ -429,6 +442,7 @@ async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        AuditCmd::Capabilities { format } => review::capabilities(host, &format).await?,
         AuditCmd::List => {
             for e in host.store.audit_list().await? {
                 println!(

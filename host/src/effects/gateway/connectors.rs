@@ -4,6 +4,7 @@
 
 use crate::effects::breaker::{Breaker, BreakerConfig, BreakerState, RateLimit};
 use crate::effects::protocol;
+use crate::model::secret::ConnectorSecret;
 use crate::sandbox::wit::effects::EffectError;
 use crate::store::{ConnectorRecord, EffectStore, StoreError};
 use std::collections::HashMap;
@@ -14,6 +15,8 @@ use tokio::sync::Semaphore;
 /// In-memory state of one connector in this process.
 pub(super) struct Live {
     pub(super) record: ConnectorRecord,
+    /// The credential the host adds to every call, if an admin set one.
+    pub(super) secret: Option<ConnectorSecret>,
     loaded: Instant,
     pub(super) permits: Arc<Semaphore>,
     pub(super) breaker: Mutex<Breaker>,
@@ -21,8 +24,9 @@ pub(super) struct Live {
 }
 
 impl Live {
-    fn new(record: ConnectorRecord) -> Self {
+    fn new(record: ConnectorRecord, secret: Option<ConnectorSecret>) -> Self {
         Self {
+            secret,
             permits: Arc::new(Semaphore::new(record.permits.max(1) as usize)),
             breaker: Mutex::new(Breaker::new(BreakerConfig {
                 failure_rate: record.breaker_failure_rate,
@@ -38,13 +42,22 @@ impl Live {
 
     /// The same connector under a freshly read, unchanged row: its permits
     /// are shared and its breaker and rate limit carry over.
-    fn reloaded(&self, record: ConnectorRecord) -> Self {
+    fn reloaded(&self, record: ConnectorRecord, secret: Option<ConnectorSecret>) -> Self {
         Self {
             record,
+            secret,
             loaded: Instant::now(),
             permits: self.permits.clone(),
             breaker: Mutex::new(self.breaker.lock().unwrap().clone()),
             rate: Mutex::new(self.rate.lock().unwrap().clone()),
+        }
+    }
+
+    /// Where its calls go.
+    pub(super) fn endpoint(&self) -> crate::effects::http::Endpoint<'_> {
+        crate::effects::http::Endpoint {
+            record: &self.record,
+            secret: self.secret.as_ref(),
         }
     }
 
@@ -81,10 +94,12 @@ impl Connectors {
             self.live.lock().unwrap().remove(name);
             return Ok(None);
         };
+        // A rotated secret is picked up at the next reload, like the row.
+        let secret = self.store.connector_secret(name).await?;
         let mut map = self.live.lock().unwrap();
         let live = match map.get(name) {
-            Some(old) if old.record == record => Arc::new(old.reloaded(record)),
-            _ => Arc::new(Live::new(record)),
+            Some(old) if old.record == record => Arc::new(old.reloaded(record, secret)),
+            _ => Arc::new(Live::new(record, secret)),
         };
         map.insert(name.to_string(), live.clone());
         Ok(Some(live))

@@ -140,7 +140,7 @@ impl EffectGateway {
         let answer = self
             .http
             .send(
-                &live.record,
+                live.endpoint(),
                 &request.action,
                 key,
                 caller.lease.fencing_token.get(),

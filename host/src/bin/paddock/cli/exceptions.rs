@@ -54,8 +54,11 @@ pub enum ConnectorCmd {
         #[arg(long, default_value = "5s")]
         breaker_open: String,
     },
-    /// List connectors.
+    /// List connectors (and whether each carries a credential).
     List,
+    /// A connector's credential: set, rotate, clear, list (never printed).
+    #[command(subcommand)]
+    Secret(super::secrets::SecretCmd),
 }
 
 #[derive(Subcommand)]
@@ -159,9 +162,11 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
             host.store.connector_put(&record, actor).await?;
             println!("connector {name} set");
         }
+        ConnectorCmd::Secret(cmd) => super::secrets::secret(host, cmd, actor).await?,
         ConnectorCmd::List => {
+            let secrets = host.store.connector_secrets().await?;
             println!(
-                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9} {:>10}  breaker",
+                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} breaker",
                 "connector",
                 "kind",
                 "base_url",
@@ -170,11 +175,18 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
                 "rate",
                 "tokens",
                 "queryable",
-                "idempotent"
+                "idempotent",
+                "secret"
             );
             for c in host.store.connectors_list().await? {
+                let secret = secrets
+                    .iter()
+                    .find(|s| s.connector == c.name)
+                    .map_or("-".to_string(), |s| {
+                        format!("{} {}", s.header, s.fingerprint)
+                    });
                 println!(
-                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9} {:>10}  {}% of >={} in {}ms, open {}ms",
+                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} {}% of >={} in {}ms, open {}ms",
                     c.name,
                     c.kind,
                     c.base_url,
@@ -184,6 +196,7 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
                     c.compares_tokens,
                     c.queryable,
                     c.idempotent,
+                    secret,
                     (c.breaker_failure_rate * 100.0) as i64,
                     c.breaker_min_calls,
                     c.breaker_window_ms,

@@ -1,0 +1,132 @@
+//! What a security reviewer runs: `paddock audit capabilities` (every
+//! component, its imports judged against the grants of each group that
+//! runs it, its users and the connectors it reaches) and `paddock
+//! component diff A B` (what a new version adds or drops).
+
+use super::Host;
+use anyhow::Context;
+use paddock::model::CapabilityManifest;
+use paddock::model::review::diff as manifest_diff;
+use paddock::registry::report::{self, ComponentReport};
+use paddock::store::prelude::*;
+
+/// `paddock audit capabilities [--format text|json]`
+pub async fn capabilities(host: &Host, format: &str) -> anyhow::Result<()> {
+    let reports = report::capabilities(&host.store).await?;
+    match format {
+        "json" => println!("{}", serde_json::to_string_pretty(&reports)?),
+        "text" => reports.iter().for_each(print_component),
+        other => anyhow::bail!("--format must be text or json, not '{other}'"),
+    }
+    Ok(())
+}
+
+fn print_component(c: &ComponentReport) {
+    println!(
+        "component sha256:{}  ({:.1} MB, pushed by {} at {})",
+        c.digest,
+        c.size_bytes as f64 / 1e6,
+        c.pushed_by,
+        c.pushed_at
+    );
+    if c.used_by.is_empty() {
+        println!("  used by: no job (imports judged against no group)");
+    }
+    for u in &c.used_by {
+        println!(
+            "  used by: job {} v{} (tenant {}, group {}){}",
+            u.job,
+            u.version,
+            u.tenant,
+            u.group,
+            if u.latest { ", latest" } else { "" }
+        );
+    }
+    println!("  imports ({}):", c.imports.len());
+    for i in &c.imports {
+        if i.in_groups.is_empty() {
+            println!("    {}", i.name);
+        }
+        for (group, v) in &i.in_groups {
+            println!(
+                "    {:<44} [{group}] {} {}",
+                i.name,
+                if v.granted { "GRANTED" } else { "denied " },
+                v.why
+            );
+        }
+    }
+    println!("  exports: {}", c.exports.join(", "));
+    for r in &c.connectors {
+        println!(
+            "  connector {} (job {}, group {}): {}, {}, {}",
+            r.connector,
+            r.job,
+            r.group,
+            if r.granted { "granted" } else { "NOT granted" },
+            if r.configured {
+                "configured"
+            } else {
+                "not configured"
+            },
+            r.secret
+                .as_deref()
+                .map_or("no credential".to_string(), |s| format!("credential {s}"))
+        );
+    }
+    println!();
+}
+
+/// `paddock component diff A B`: what B adds or drops relative to A.
+pub async fn diff(host: &Host, a: &str, b: &str) -> anyhow::Result<()> {
+    let (a, old) = manifest_of(host, a).await?;
+    let (b, new) = manifest_of(host, b).await?;
+    let d = manifest_diff(&old, &new);
+    println!("sha256:{a} → sha256:{b}");
+    if d.is_empty() {
+        println!("  the same capabilities");
+        return Ok(());
+    }
+    for name in &d.imports_added {
+        println!("  + import {name}");
+    }
+    for name in &d.imports_removed {
+        println!("  - import {name}");
+    }
+    for (name, changes) in &d.imports_changed {
+        println!("  ~ import {name}: {}", changes.join(" "));
+    }
+    for name in &d.exports_added {
+        println!("  + export {name}");
+    }
+    for name in &d.exports_removed {
+        println!("  - export {name}");
+    }
+    Ok(())
+}
+
+/// A stored component by digest or a unique prefix of one (8+ hex digits).
+async fn manifest_of(host: &Host, digest: &str) -> anyhow::Result<(String, CapabilityManifest)> {
+    let digest = digest.trim_start_matches("sha256:");
+    if digest.len() < 8 {
+        anyhow::bail!("'{digest}': give at least 8 hex digits of a component digest");
+    }
+    let matches: Vec<_> = host
+        .store
+        .components_list()
+        .await?
+        .into_iter()
+        .filter(|c| c.digest.starts_with(digest))
+        .collect();
+    let component = match matches.as_slice() {
+        [one] => one,
+        [] => anyhow::bail!("no component sha256:{digest}"),
+        _ => anyhow::bail!(
+            "sha256:{digest} matches {} components; give more digits",
+            matches.len()
+        ),
+    };
+    let manifest = serde_json::from_str(&component.manifest)
+        .with_context(|| format!("stored manifest of sha256:{} unreadable", component.digest))?;
+    Ok((component.digest.clone(), manifest))
+}
