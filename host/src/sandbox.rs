@@ -301,6 +301,9 @@ impl Sandbox {
         // disabled in the config, which it never is here.
         let _ = store.set_fuel(limits.fuel);
         store.set_epoch_deadline(1);
+        // Bounds what one host call (or `run`'s return) copies out of the
+        // guest: over the caps, refused before the host allocates it.
+        store.set_hostcall_fuel(limits.caps.per_call_bytes() as usize);
         store.epoch_deadline_callback(move |ctx| {
             if ctx.data().too_large.is_some() {
                 return Err(wasmtime::Error::new(report::Interrupted::TooLarge));

@@ -175,3 +175,41 @@ async fn futures_ids(host: &TestHost, n: usize) -> Vec<i64> {
     }
     ids
 }
+
+db_test!(a_return_over_the_caps_is_refused_before_the_host_copies_it);
+/// 100 MB and 300 MB results, errors and checkpoints from a guest with
+/// 1 GiB of memory: each refused by wasmtime's per-call copy limit, which
+/// the sandbox sets from the caps (`set_hostcall_fuel`), before the host
+/// allocates it — `output_too_large`, one attempt — not copied and then
+/// cut (100 MB is under wasmtime's own 128 MiB default) and not
+/// `host_error` (300 MB is over it).
+async fn a_return_over_the_caps_is_refused_before_the_host_copies_it(db: Db) {
+    let host = TestHost::new(db).await;
+    host.group("big", i64::MAX, 1 << 30, Duration::from_secs(60))
+        .await;
+    host.job("flood", "flood", "resource_group = \"big\"").await;
+    for size in [100 << 20, 300 << 20] {
+        for what in ["result_bytes", "error_bytes", "checkpoint_bytes"] {
+            let params = json!({ what: size });
+            let t = host.trigger("flood", params.clone()).await;
+            host.runner("r", Duration::from_secs(60))
+                .run_until_idle()
+                .await
+                .unwrap();
+            let t = host.store.trigger_get(t.id).await.unwrap();
+            assert_eq!(
+                t.error_class.as_deref(),
+                Some("output_too_large"),
+                "{params}: {:?}",
+                t.error_message
+            );
+            let message = t.error_message.unwrap();
+            assert!(
+                message.contains("refused before it was copied"),
+                "{params}: {message}"
+            );
+            assert_eq!(t.attempts, 1, "{params}");
+            assert_eq!(t.result, None, "{params}");
+        }
+    }
+}

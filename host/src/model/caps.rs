@@ -68,6 +68,15 @@ impl OutputCaps {
         })
     }
 
+    /// The most one host call may copy out of the guest: the largest cap
+    /// plus room for the call's other fields (keys, names). Wasmtime
+    /// refuses a call over it before allocating on the host, so a guest
+    /// cannot make the host hold more than this per call, whatever its
+    /// memory cap.
+    pub fn per_call_bytes(&self) -> u64 {
+        self.named().iter().map(|(_, v)| *v).max().unwrap_or(0) + (64 << 10)
+    }
+
     /// `what` of `size` bytes against `cap`: the refusal, naming both.
     pub fn check(what: &str, size: usize, cap: u64) -> Result<(), String> {
         if size as u64 > cap {

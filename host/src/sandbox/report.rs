@@ -71,9 +71,21 @@ pub(super) fn classify(
             ),
         );
     }
+    let text = format!("{error:#}");
+    // Wasmtime's per-call copy limit (`set_hostcall_fuel`, set from the
+    // caps): the guest handed over more than any cap allows in one call.
+    if text.contains("too much data is being copied between the host and the guest") {
+        return trapped(
+            TrapKind::OutputTooLarge,
+            format!(
+                "the guest handed the host more than {} bytes in one call, over every size cap \
+                 of its group (refused before it was copied)",
+                limits.caps.per_call_bytes()
+            ),
+        );
+    }
     // `wasi:http` is linked as traps (sandbox/wasi.rs): calling it is
     // asking for a capability no group can grant.
-    let text = format!("{error:#}");
     if let Some(import) = text
         .split("unknown import: `")
         .nth(1)

@@ -187,6 +187,21 @@ pub fn output_text(result: &Option<Vec<u8>>, max: usize) -> String {
     }
 }
 
+/// At most `max` bytes of `text`, cut on a character, with how much was
+/// left out: the caps bound what is stored, this bounds what a terminal
+/// gets.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let cut = text.floor_char_boundary(max);
+    format!("{}… [{} more bytes]", &text[..cut], text.len() - cut)
+}
+
+/// What `trigger show` prints of an error message and of a log.
+const SHOWN_ERROR: usize = 4 << 10;
+const SHOWN_LOG: usize = 64 << 10;
+
 /// One line per trigger with its last attempt's figures.
 pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow::Result<()> {
     println!(
@@ -240,7 +255,7 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
         println!("  error class   {c}");
     }
     if let Some(m) = &t.error_message {
-        println!("  error         {m}");
+        println!("  error         {}", bounded(m, SHOWN_ERROR));
     }
     if t.result.is_some() {
         println!("  output        {}", output_text(&t.result, 2000));
@@ -261,10 +276,10 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
             a.wall_ms.unwrap_or_default()
         );
         if let Some(m) = &a.error_message {
-            println!("    error: {m}");
+            println!("    error: {}", bounded(m, SHOWN_ERROR));
         }
         if let Some(log) = a.log.as_deref().filter(|l| !l.is_empty()) {
-            for line in log.lines() {
+            for line in bounded(log, SHOWN_LOG).lines() {
                 println!("    | {line}");
             }
         }
