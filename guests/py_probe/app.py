@@ -20,6 +20,13 @@ def attempt(action):
         return "refused: " + type(e).__name__ + ": " + str(e)
 
 
+def scratch(size):
+    with open("/scratch/probe.txt", "w") as f:
+        f.write("hi" + "x" * size)
+    with open("/scratch/probe.txt") as f:
+        return f.read(2)
+
+
 def connect():
     import socket
 
@@ -39,5 +46,6 @@ class WitWorld(wit_world.WitWorld):
             "file": attempt(lambda: open("/etc/hostname").read()),
             "listdir": attempt(lambda: os.listdir("/")),
             "socket": attempt(connect),
+            "scratch": attempt(lambda: scratch(int(json.loads(context.current().params).get("scratch_bytes", 0)))),
         }
         return json.dumps(report, sort_keys=True).encode()

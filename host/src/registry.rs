@@ -181,9 +181,12 @@ impl Registry {
             .group_get(&manifest.resource_group)
             .await?
             .ok_or_else(|| RegistryError::UnknownGroup(manifest.resource_group.clone()))?;
-        if let Err(error) =
-            capability::check_granted(&manifest.connectors, &group.name, &group.granted())
-        {
+        if let Err(error) = capability::check_granted(
+            &manifest.connectors,
+            &manifest.capabilities,
+            &group.name,
+            &group.granted(),
+        ) {
             self.store
                 .audit_record(
                     actor,

@@ -304,7 +304,12 @@ impl Sandbox {
         // Bounds what one host call (or `run`'s return) copies out of the
         // guest: over the caps, refused before the host allocates it.
         store.set_hostcall_fuel(limits.caps.per_call_bytes() as usize);
-        store.epoch_deadline_callback(move |ctx| {
+        store.epoch_deadline_callback(move |mut ctx| {
+            let state = ctx.data_mut();
+            state.ticks = state.ticks.wrapping_add(1);
+            if state.ticks % bindings::SCRATCH_CHECK_TICKS == 0 && state.too_large.is_none() {
+                state.too_large = state.wasi.scratch_over_cap();
+            }
             if ctx.data().too_large.is_some() {
                 return Err(wasmtime::Error::new(report::Interrupted::TooLarge));
             }
@@ -326,7 +331,10 @@ impl Sandbox {
             Err(e) => Err(e),
         };
         let fuel_left = store.get_fuel().unwrap_or(0);
-        let state = store.into_data();
+        let mut state = store.into_data();
+        if state.too_large.is_none() {
+            state.too_large = state.wasi.scratch_over_cap();
+        }
         let result = report::classify(outcome, &state, limits);
         RunReport {
             result,

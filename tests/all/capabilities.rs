@@ -152,11 +152,15 @@ fn last_log(attempts: &[paddock::store::AttemptRecord]) -> String {
 }
 
 db_test!(wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability);
-/// The Python probe reports what WASI gives it. Ungranted: an empty
+/// The Python probe reports what WASI gives it. A job asking for
+/// capabilities its group does not grant is refused at apply, one line per
+/// grant. Not asked for (even if the group grants it): an empty
 /// environment, the wall clock frozen at the trigger's scheduled time, no
 /// file, no socket (the ledger listens on the port it tries), stdout
-/// discarded. Granted clocks, random, stdio and one variable: exactly
-/// those — files and sockets stay refused.
+/// discarded, no scratch directory. Asked for and granted: clocks, random, stdio, one
+/// variable and a 1 MiB scratch directory: exactly those — other files and
+/// sockets stay refused; the directory is removed after the attempt, and a
+/// guest writing past its size is stopped as `output_too_large`.
 async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(db: Db) {
     let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
@@ -165,6 +169,50 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
         .group_put(bare_group("probe"), "admin")
         .await
         .unwrap();
+    let needs = "resource_group = \"probe\"\n\
+                 capabilities = [\"clocks\", \"random\", \"stdio\", \"env:REGION\", \"scratch\"]";
+    // Asking for what the group does not grant is refused, one line each.
+    let manifest = format!(
+        "id = \"probe\"\ntenant = \"t1\"\ncomponent = \"{}\"\n{needs}\n",
+        guest("py_probe").display()
+    );
+    let err = host
+        .registry
+        .job_apply(&manifest, Path::new("."), "team")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err.lines().count(), 6, "{err}");
+    for missing in [
+        "clocks",
+        "random",
+        "stdio",
+        "env:REGION=VALUE",
+        "scratch:SIZE",
+    ] {
+        assert!(
+            err.contains(&format!(
+                "{missing}: an admin grants it with `paddock group grant probe {missing}`"
+            )),
+            "{err}"
+        );
+    }
+    host.registry
+        .group_grant(
+            "probe",
+            &[
+                "clocks".into(),
+                "random".into(),
+                "stdio".into(),
+                "env:REGION=eu-1".into(),
+                "scratch:1MiB".into(),
+            ],
+            &[],
+            "admin",
+        )
+        .await
+        .unwrap();
+    // Granted to the group but not asked for by the job: not given.
     host.job("probe", "py_probe", "resource_group = \"probe\"")
         .await;
 
@@ -177,7 +225,7 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
         t.scheduled_at / 1000,
         "the frozen wall clock: {seen}"
     );
-    for denied in ["file", "listdir", "socket"] {
+    for denied in ["file", "listdir", "socket", "scratch"] {
         assert!(
             seen[denied].as_str().unwrap().starts_with("refused"),
             "{denied}: {seen}"
@@ -186,20 +234,8 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
     assert!(!log.contains("hello from"), "stdout is discarded: {log:?}");
 
-    host.registry
-        .group_grant(
-            "probe",
-            &[
-                "clocks".into(),
-                "random".into(),
-                "stdio".into(),
-                "env:REGION=eu-1".into(),
-            ],
-            &[],
-            "admin",
-        )
-        .await
-        .unwrap();
+    // Asked for and granted: given.
+    host.job("probe", "py_probe", needs).await;
     let before = host.store.now_ms().await.unwrap() / 1000;
     let t = run_one(&host, "probe", json!({ "port": port })).await;
     let seen = result(&t);
@@ -218,6 +254,48 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
     assert!(log.contains("stdout: hello from stdout"), "{log:?}");
     assert!(log.contains("stderr: hello from stderr"), "{log:?}");
+    assert_eq!(
+        seen["scratch"], "ok: hi",
+        "the granted scratch directory: {seen}"
+    );
+    let left = |id: i64| {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(&format!("paddock-scratch-{id}-{}-", std::process::id()))
+            })
+            .count()
+    };
+    assert_eq!(
+        left(t.id),
+        0,
+        "the scratch directory is removed after the attempt"
+    );
+
+    // Over the scratch grant: stopped as output_too_large, and removed.
+    let t = run_one(
+        &host,
+        "probe",
+        json!({ "port": port, "scratch_bytes": 2 << 20 }),
+    )
+    .await;
+    assert_eq!(
+        t.error_class.as_deref(),
+        Some("output_too_large"),
+        "{:?}",
+        t.error_message
+    );
+    assert!(
+        t.error_message
+            .as_deref()
+            .unwrap()
+            .contains("scratch directory holds"),
+        "{:?}",
+        t.error_message
+    );
+    assert_eq!(left(t.id), 0);
     ledger.stop().await;
 }
 

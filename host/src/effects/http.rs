@@ -67,6 +67,26 @@ fn with_secret(
     }
 }
 
+/// The most of a response body the host reads: the largest size cap any
+/// group may set. A downstream that sends more cannot make the host hold
+/// it; the answer is lost (an unknown outcome, settled by query), and what
+/// a guest receives is bounded again by its group's `effect_response` cap.
+pub const MAX_BODY: usize = crate::model::caps::MAX_CAP as usize;
+
+async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_BODY => {
+                return Err(format!("body over {MAX_BODY} bytes, not read"));
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(format!("body lost: {}", describe(&e))),
+        }
+    }
+}
+
 fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -120,13 +140,13 @@ impl HttpConnector {
             .headers()
             .get("idempotent-replayed")
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-        match response.bytes().await {
+        match bounded_body(response).await {
             Ok(body) => Answer::Status {
                 status,
                 replayed,
-                body: body.to_vec(),
+                body,
             },
-            Err(e) => Answer::Lost(format!("status {status}, body lost: {}", describe(&e))),
+            Err(why) => Answer::Lost(format!("status {status}, {why}")),
         }
     }
 

@@ -698,7 +698,7 @@ impl Runner {
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?
         };
-        let limits = GuestLimits::of_group(&group);
+        let limits = GuestLimits::of_group(&group, &spec.capabilities);
         let invocation = Invocation {
             job_id: claim.job_id.clone(),
             tenant: claim.tenant.clone(),

@@ -132,17 +132,23 @@ pub fn check_host_provides(manifest: &CapabilityManifest) -> Result<(), Capabili
     Ok(())
 }
 
-/// Refuse a plan that asks for a connector its resource group does not
-/// grant, naming every missing grant.
+/// Refuse a plan that asks for a capability or a connector its resource
+/// group does not grant, naming every missing grant.
 pub fn check_granted(
     asked_connectors: &[String],
+    asked_capabilities: &[String],
     group: &str,
     grants: &super::grants::Grants,
 ) -> Result<(), CapabilityError> {
     let missing: Vec<String> = grants
-        .missing_connectors(asked_connectors)
+        .missing_needs(asked_capabilities)
         .into_iter()
-        .map(|c| super::grants::Grant::Connector(c.to_string()).to_string())
+        .chain(
+            grants
+                .missing_connectors(asked_connectors)
+                .into_iter()
+                .map(|c| super::grants::Grant::Connector(c.to_string()).to_string()),
+        )
         .collect();
     if missing.is_empty() {
         Ok(())
@@ -218,7 +224,7 @@ mod tests {
     fn each_missing_connector_grant_is_one_line_with_its_command() {
         let grants = super::super::grants::Grants::parse(&["connector:ledger"]).unwrap();
         let asked = vec!["ledger".to_string(), "mail".into(), "sms".into()];
-        let err = check_granted(&asked, "batch", &grants)
+        let err = check_granted(&asked, &[], "batch", &grants)
             .unwrap_err()
             .to_string();
         assert_eq!(err.lines().count(), 3, "{err}");
@@ -233,6 +239,12 @@ mod tests {
             err.contains("`paddock group grant batch connector:sms`"),
             "{err}"
         );
-        assert!(check_granted(&asked[..1], "batch", &grants).is_ok());
+        assert!(check_granted(&asked[..1], &[], "batch", &grants).is_ok());
+        let err = check_granted(&[], &["stdio".into()], "batch", &grants).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`paddock group grant batch stdio`"),
+            "{err}"
+        );
     }
 }

@@ -38,6 +38,11 @@ pub struct PlanSpec {
     pub params: Value,
     pub retry: RetryPolicy,
     pub connectors: Vec<String>,
+    /// WASI capabilities the job asks for (`clocks`, `random`, `stdio`,
+    /// `scratch`, `env:NAME`); it gets those its group grants. Left out of
+    /// the digest when empty, so plans made before it keep their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
     /// The canonical schedule spec (all defaults filled in); the schedule
     /// plane reads it (`ScheduleSpec::of_plan`).
     pub schedule: Value,

@@ -32,9 +32,14 @@ pub struct JobManifest {
     pub params: toml::Table,
     #[serde(default)]
     pub retry: RetryManifest,
-    /// Connectors this job's effects may use.
+    /// Connectors this job's effects may use (an admin must grant each to
+    /// the group).
     #[serde(default)]
     pub connectors: Vec<String>,
+    /// WASI capabilities the job needs: `clocks`, `random`, `stdio`,
+    /// `scratch`, `env:NAME` (an admin must grant each to the group).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
     /// The schedule (cron, interval, at, manual). Absent means manual-only.
     #[serde(default)]
     pub schedule: Option<toml::Table>,
@@ -125,6 +130,10 @@ impl JobManifest {
         for c in &manifest.connectors {
             check_name("connectors", c)?;
         }
+        for need in &manifest.capabilities {
+            crate::model::grants::Grants::check_need(need)
+                .map_err(|e| field_error("capabilities", e))?;
+        }
         Ok(manifest)
     }
 
@@ -162,6 +171,9 @@ impl JobManifest {
         let mut connectors = self.connectors.clone();
         connectors.sort();
         connectors.dedup();
+        let mut capabilities = self.capabilities.clone();
+        capabilities.sort();
+        capabilities.dedup();
         Ok(PlanSpec {
             tenant: self.tenant.clone(),
             component: component_digest.to_string(),
@@ -177,6 +189,7 @@ impl JobManifest {
                 max_elapsed_ms,
             },
             connectors,
+            capabilities,
             schedule,
         })
     }

@@ -37,7 +37,15 @@ pub struct GuestState {
     /// attempt ends as `output_too_large` at the next epoch tick, whatever
     /// the guest does next.
     pub(super) too_large: Option<String>,
+    /// Epoch ticks seen: every [`SCRATCH_CHECK_TICKS`]th one checks the
+    /// scratch directory's size.
+    pub(super) ticks: u32,
 }
+
+/// How often (in epoch ticks, 5 ms each) a running guest's scratch
+/// directory is measured: a guest can overshoot its grant by what it
+/// writes in that time, and is then stopped.
+pub(super) const SCRATCH_CHECK_TICKS: u32 = 20;
 
 impl GuestState {
     pub(super) fn new(
@@ -62,6 +70,7 @@ impl GuestState {
             wasi,
             caps: limits.caps,
             too_large: None,
+            ticks: 0,
         }
     }
 

@@ -36,13 +36,14 @@ pub struct GuestLimits {
 }
 
 impl GuestLimits {
-    /// The limits, grants and caps of an attempt in `group`.
-    pub fn of_group(group: &crate::model::ResourceGroup) -> Self {
+    /// The limits, grants and caps of an attempt in `group` whose plan asks
+    /// for `needs` (it gets what the group grants of them).
+    pub fn of_group(group: &crate::model::ResourceGroup, needs: &[String]) -> Self {
         Self {
             fuel: group.fuel_per_attempt as u64,
             memory_bytes: group.memory_bytes as u64,
             deadline: Duration::from_millis(group.deadline_ms as u64),
-            grants: std::sync::Arc::new(group.granted()),
+            grants: std::sync::Arc::new(group.granted().narrowed_to(needs)),
             caps: group.caps,
             ..Self::default()
         }

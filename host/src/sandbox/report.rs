@@ -71,33 +71,8 @@ pub(super) fn classify(
             ),
         );
     }
-    let text = format!("{error:#}");
-    // Wasmtime's per-call copy limit (`set_hostcall_fuel`, set from the
-    // caps): the guest handed over more than any cap allows in one call.
-    if text.contains("too much data is being copied between the host and the guest") {
-        return trapped(
-            TrapKind::OutputTooLarge,
-            format!(
-                "the guest handed the host more than {} bytes in one call, over every size cap \
-                 of its group (refused before it was copied)",
-                limits.caps.per_call_bytes()
-            ),
-        );
-    }
-    // `wasi:http` is linked as traps (sandbox/wasi.rs): calling it is
-    // asking for a capability no group can grant.
-    if let Some(import) = text
-        .split("unknown import: `")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-    {
-        return trapped(
-            TrapKind::NotGranted,
-            format!(
-                "the guest called {import}, which is never granted: network goes only through \
-                 connectors (paddock:job/effects)"
-            ),
-        );
+    if let Some(refused) = refused_call(&error, limits) {
+        return refused;
     }
     // A denied memory growth surfaces as whatever the guest does on
     // allocation failure (usually an abort); the limiter knows the cause.
@@ -130,6 +105,41 @@ pub(super) fn classify(
         Some(other) => trapped(TrapKind::GuestTrap, format!("guest trapped: {other}")),
         None => trapped(TrapKind::HostError, format!("{error:#}")),
     }
+}
+
+/// A call the host refused on the guest's behalf: over the per-call copy
+/// limit, or into `wasi:http`.
+fn refused_call(error: &wasmtime::Error, limits: &GuestLimits) -> Option<RunResult> {
+    let trapped = |kind: TrapKind, message: String| RunResult::Trapped { kind, message };
+    let text = format!("{error:#}");
+    // Wasmtime's per-call copy limit (`set_hostcall_fuel`, set from the
+    // caps): the guest handed over more than any cap allows in one call.
+    if text.contains("too much data is being copied between the host and the guest") {
+        return Some(trapped(
+            TrapKind::OutputTooLarge,
+            format!(
+                "the guest handed the host more than {} bytes in one call, over every size cap \
+                 of its group (refused before it was copied)",
+                limits.caps.per_call_bytes()
+            ),
+        ));
+    }
+    // `wasi:http` is linked as traps (sandbox/wasi.rs): calling it is
+    // asking for a capability no group can grant.
+    if let Some(import) = text
+        .split("unknown import: `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+    {
+        return Some(trapped(
+            TrapKind::NotGranted,
+            format!(
+                "the guest called {import}, which is never granted: network goes only through \
+                 connectors (paddock:job/effects)"
+            ),
+        ));
+    }
+    None
 }
 
 /// What `run` returned, unless it is over the group's caps.

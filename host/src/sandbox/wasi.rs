@@ -16,7 +16,9 @@
 use crate::model::grants::Grants;
 use sha2::{Digest, Sha256};
 use std::io;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -42,6 +44,9 @@ pub struct WasiState {
     setup: WasiSetup,
     built: Option<(WasiCtx, ResourceTable)>,
     output: Arc<Mutex<CapturedOutput>>,
+    /// The attempt's scratch directory (with `scratch:SIZE`), removed when
+    /// the attempt's store is dropped.
+    scratch: Option<PathBuf>,
 }
 
 impl WasiState {
@@ -50,14 +55,31 @@ impl WasiState {
             output: Arc::new(Mutex::new(CapturedOutput::new(setup.output_cap))),
             setup,
             built: None,
+            scratch: None,
         }
     }
 
     pub fn view(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
-        let (ctx, table) = self
-            .built
-            .get_or_insert_with(|| (build(&self.setup, &self.output), ResourceTable::default()));
+        if self.built.is_none() {
+            let mut builder = builder(&self.setup, &self.output);
+            if self.setup.grants.scratch.is_some() {
+                self.scratch = scratch_dir(&self.setup.trigger_id, &mut builder);
+            }
+            self.built = Some((builder.build(), ResourceTable::default()));
+        }
+        let (ctx, table) = self.built.as_mut().expect("built above");
         wasmtime_wasi::WasiCtxView { ctx, table }
+    }
+
+    /// The refusal, if the scratch directory holds more than its grant.
+    pub fn scratch_over_cap(&self) -> Option<String> {
+        let (dir, cap) = (self.scratch.as_ref()?, self.setup.grants.scratch?);
+        let used = dir_bytes(dir);
+        (used > cap).then(|| {
+            format!(
+                "the scratch directory holds {used} bytes, over the group's grant of {cap} bytes"
+            )
+        })
     }
 
     /// What the guest wrote to stdout and stderr (with `stdio` granted),
@@ -67,7 +89,51 @@ impl WasiState {
     }
 }
 
-fn build(setup: &WasiSetup, output: &Arc<Mutex<CapturedOutput>>) -> WasiCtx {
+impl Drop for WasiState {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A fresh directory under the system's temp dir (`paddock-scratch-<trigger
+/// id>-<n>`), preopened at `/scratch` read-write (wasmtime-wasi opens it
+/// through cap-std: nothing outside it is reachable).
+fn scratch_dir(trigger_id: &str, builder: &mut WasiCtxBuilder) -> Option<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "paddock-scratch-{trigger_id}-{}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).ok()?;
+    match builder.preopened_dir(&dir, "/scratch", wasmtime_wasi::FsPerms::ReadWrite) {
+        Ok(_) => Some(dir),
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            None
+        }
+    }
+}
+
+/// Bytes under `dir`, each entry counting at least one 4 KiB block (so a
+/// flood of empty files counts too).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => 4096 + dir_bytes(&e.path()),
+            Ok(m) => m.len().max(4096),
+            Err(_) => 4096,
+        })
+        .sum()
+}
+
+fn builder(setup: &WasiSetup, output: &Arc<Mutex<CapturedOutput>>) -> WasiCtxBuilder {
     let mut b = WasiCtxBuilder::new();
     b.allow_tcp(false)
         .allow_udp(false)
@@ -100,7 +166,7 @@ fn build(setup: &WasiSetup, output: &Arc<Mutex<CapturedOutput>>) -> WasiCtx {
         b.wall_clock(FrozenWallClock(setup.scheduled_at))
             .monotonic_clock(AttemptClock(Instant::now()));
     }
-    b.build()
+    b
 }
 
 /// 4 KiB derived from the trigger id by a SHA-256 chain: the random stream
