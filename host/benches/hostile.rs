@@ -1,6 +1,6 @@
 //! A victim tenant's latency while a hostile guest runs (issue 17): tenant
 //! `evil` starts 4 attempts of one hostile guest (group `hostile`: 4
-//! slots, 256 MiB, 2·10⁹ fuel, 10 s deadline, the default size caps), then
+//! slots, 256 MiB, 4·10⁹ fuel, 10 s deadline, the default size caps), then
 //! tenant `good` enqueues 200 no-op triggers (`PADDOCK_BENCH_VICTIMS`) (group `default`); one
 //! in-process runner with 12 slots drains both. Printed per hostile guest:
 //! the victims' p50 / p99 latency (end of its attempt − creation, on the
@@ -47,7 +47,7 @@ async fn run(
         .group_put(
             ResourceGroup {
                 name: "hostile".into(),
-                fuel_per_attempt: 2_000_000_000,
+                fuel_per_attempt: 4_000_000_000,
                 memory_bytes: 256 << 20,
                 deadline_ms: 10_000,
                 max_concurrency: HOSTILE as i64,

@@ -307,6 +307,13 @@ impl Sandbox {
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
             state.ticks = state.ticks.wrapping_add(1);
+            let owed = std::mem::take(&mut state.host_calls) * bindings::HOST_CALL_FUEL;
+            if owed > 0 {
+                // Out of fuel here, the guest traps at its next fuel check.
+                let left = ctx.get_fuel().unwrap_or(0);
+                let _ = ctx.set_fuel(left.saturating_sub(owed));
+            }
+            let state = ctx.data_mut();
             if state.ticks % bindings::SCRATCH_CHECK_TICKS == 0 && state.too_large.is_none() {
                 state.too_large = state.wasi.scratch_over_cap();
             }
@@ -330,7 +337,9 @@ impl Sandbox {
             Ok(job) => job.call_run(&mut store).await,
             Err(e) => Err(e),
         };
-        let fuel_left = store.get_fuel().unwrap_or(0);
+        // Host calls since the last tick are charged too.
+        let owed = store.data().host_calls * bindings::HOST_CALL_FUEL;
+        let fuel_left = store.get_fuel().unwrap_or(0).saturating_sub(owed);
         let mut state = store.into_data();
         if state.too_large.is_none() {
             state.too_large = state.wasi.scratch_over_cap();

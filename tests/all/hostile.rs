@@ -34,7 +34,7 @@ async fn each_hostile_guest_ends_with_its_class_within_the_caps_while_a_victim_r
         .group_put(
             ResourceGroup {
                 name: "hostile".into(),
-                fuel_per_attempt: 2_000_000_000,
+                fuel_per_attempt: 4_000_000_000,
                 memory_bytes: 256 << 20,
                 deadline_ms: 10_000,
                 max_concurrency: 16,
@@ -212,4 +212,35 @@ async fn a_return_over_the_caps_is_refused_before_the_host_copies_it(db: Db) {
             assert_eq!(t.result, None, "{params}");
         }
     }
+}
+
+db_test!(a_guest_spinning_on_a_host_call_runs_out_of_fuel_not_time);
+/// Host calls are charged fuel (`HOST_CALL_FUEL` each): a guest calling
+/// `poll()` in a tight loop ends as `fuel_exhausted` well before a
+/// 10-minute deadline, like a guest spinning in wasm, instead of holding
+/// its thread until the deadline.
+async fn a_guest_spinning_on_a_host_call_runs_out_of_fuel_not_time(db: Db) {
+    let host = TestHost::new(db).await;
+    host.group("polls", 100_000_000, 64 << 20, Duration::from_secs(600))
+        .await;
+    host.job("flood", "flood", "resource_group = \"polls\"")
+        .await;
+    let t = host.trigger("flood", json!({ "poll_loop": 1 })).await;
+    host.runner("r", Duration::from_secs(60))
+        .run_until_idle()
+        .await
+        .unwrap();
+    let t = host.store.trigger_get(t.id).await.unwrap();
+    assert_eq!(
+        t.error_class.as_deref(),
+        Some("fuel_exhausted"),
+        "{:?}",
+        t.error_message
+    );
+    let attempt = &host.store.attempts_for(t.id).await.unwrap()[0];
+    assert_eq!(
+        attempt.fuel_used,
+        Some(500_000_000),
+        "host calls are charged"
+    );
 }

@@ -40,7 +40,16 @@ pub struct GuestState {
     /// Epoch ticks seen: every [`SCRATCH_CHECK_TICKS`]th one checks the
     /// scratch directory's size.
     pub(super) ticks: u32,
+    /// Host calls since the last epoch tick, each charged
+    /// [`HOST_CALL_FUEL`] at the tick.
+    pub(super) host_calls: u64,
 }
+
+/// The fuel one host call costs the guest (wasm fuel counts only wasm
+/// instructions): a guest spinning on a cheap host call (`poll`, `log`)
+/// runs out of fuel like one spinning in wasm, instead of holding its
+/// thread until its deadline. 1,000: a million log lines cost 10⁹.
+pub const HOST_CALL_FUEL: u64 = 1_000;
 
 /// How often (in epoch ticks, 5 ms each) a running guest's scratch
 /// directory is measured: a guest can overshoot its grant by what it
@@ -71,6 +80,7 @@ impl GuestState {
             caps: limits.caps,
             too_large: None,
             ticks: 0,
+            host_calls: 0,
         }
     }
 
@@ -164,10 +174,12 @@ impl types::Host for GuestState {}
 
 impl context::Host for GuestState {
     fn current(&mut self) -> context::Invocation {
+        self.host_calls += 1;
         self.invocation.clone()
     }
 
     fn poll(&mut self) -> types::Control {
+        self.host_calls += 1;
         let answer = self.services.control();
         self.control_with(answer)
     }
@@ -175,10 +187,12 @@ impl context::Host for GuestState {
 
 impl checkpoint::Host for GuestState {
     async fn load(&mut self) -> Option<Vec<u8>> {
+        self.host_calls += 1;
         self.services.load_checkpoint().await
     }
 
     async fn save(&mut self, state: Vec<u8>) -> types::Control {
+        self.host_calls += 1;
         // A shutdown still lets a guest that reaches a safe point save it.
         if self.stop.gate_closed() {
             return types::Control::LeaseLost;
@@ -199,6 +213,7 @@ impl effects::Host for GuestState {
         &mut self,
         request: effects::Request,
     ) -> Result<effects::Outcome, effects::EffectError> {
+        self.host_calls += 1;
         if self.stop.interrupting().is_some() {
             return Err(effects::EffectError::LeaseLost);
         }
@@ -217,6 +232,7 @@ impl effects::Host for GuestState {
         connector: String,
         idempotency_key: String,
     ) -> Result<Option<effects::Outcome>, effects::EffectError> {
+        self.host_calls += 1;
         match self
             .services
             .query_effect(&connector, &idempotency_key)
@@ -248,6 +264,7 @@ impl GuestState {
 
 impl log::Host for GuestState {
     fn log(&mut self, level: log::Level, message: String) {
+        self.host_calls += 1;
         tracing::debug!(target: "paddock::guest", job = %self.invocation.job_id, "{message}");
         self.log.push(level, &message);
     }
