@@ -240,7 +240,7 @@ async fn a_guest_spinning_on_a_host_call_runs_out_of_fuel_not_time(db: Db) {
     let attempt = &host.store.attempts_for(t.id).await.unwrap()[0];
     assert_eq!(
         attempt.fuel_used,
-        Some(500_000_000),
+        Some(100_000_000),
         "host calls are charged"
     );
 }
