@@ -3,7 +3,7 @@
 //! linked deny-by-default; admin grants bite at `job apply` and at every
 //! call; size caps end an oversized guest as `output_too_large`.
 
-use crate::ledger::{Ledger, connector, effect, put};
+use crate::ledger::{Ledger, effect};
 use crate::{Db, TestHost, guest};
 use paddock::model::Claim;
 use paddock::model::ResourceGroup;
@@ -44,13 +44,7 @@ db_test!(
 /// runner saved; a retry after an unknown outcome resumes from the job's
 /// own checkpoint and replays the effect from the record, sending nothing.
 async fn python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints(db: Db) {
-    let host = TestHost::new(db).await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(10), true),
-    )
-    .await;
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(10)).await;
     for lang in ["py", "js"] {
         let job = format!("pay-{lang}");
         host.job(
@@ -137,16 +131,6 @@ fn bare_group(name: &str) -> ResourceGroup {
     }
 }
 
-/// Run the one due trigger of `job` to its end; its record.
-async fn run_one(host: &TestHost, job: &str, params: Value) -> paddock::store::TriggerRecord {
-    let t = host.trigger(job, params).await;
-    host.runner("r", Duration::from_secs(60))
-        .run_until_idle()
-        .await
-        .unwrap();
-    host.store.trigger_get(t.id).await.unwrap()
-}
-
 fn last_log(attempts: &[paddock::store::AttemptRecord]) -> String {
     attempts.last().unwrap().log.clone().unwrap_or_default()
 }
@@ -216,7 +200,7 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     host.job("probe", "py_probe", "resource_group = \"probe\"")
         .await;
 
-    let t = run_one(&host, "probe", json!({ "port": port })).await;
+    let t = host.run_one("probe", json!({ "port": port })).await;
     assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
     let seen = result(&t);
     assert_eq!(seen["env"], json!({}), "{seen}");
@@ -237,7 +221,7 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     // Asked for and granted: given.
     host.job("probe", "py_probe", needs).await;
     let before = host.store.now_ms().await.unwrap() / 1000;
-    let t = run_one(&host, "probe", json!({ "port": port })).await;
+    let t = host.run_one("probe", json!({ "port": port })).await;
     let seen = result(&t);
     assert_eq!(seen["env"], json!({ "REGION": "eu-1" }), "{seen}");
     let now = seen["time"].as_f64().unwrap() as i64;
@@ -275,12 +259,9 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     );
 
     // Over the scratch grant: stopped as output_too_large, and removed.
-    let t = run_one(
-        &host,
-        "probe",
-        json!({ "port": port, "scratch_bytes": 2 << 20 }),
-    )
-    .await;
+    let t = host
+        .run_one("probe", json!({ "port": port, "scratch_bytes": 2 << 20 }))
+        .await;
     assert_eq!(
         t.error_class.as_deref(),
         Some("output_too_large"),
@@ -305,13 +286,7 @@ db_test!(a_connector_is_granted_by_an_admin_never_by_the_manifest);
 /// applies; after a revoke, the next call is refused at runtime as
 /// `not-granted` and nothing reaches the downstream.
 async fn a_connector_is_granted_by_an_admin_never_by_the_manifest(db: Db) {
-    let host = TestHost::new(db).await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
-    )
-    .await;
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
     host.registry
         .group_put(bare_group("pay"), "admin")
         .await
@@ -353,14 +328,18 @@ async fn a_connector_is_granted_by_an_admin_never_by_the_manifest(db: Db) {
         .job_apply(&manifest, Path::new("."), "team")
         .await
         .unwrap();
-    let t = run_one(&host, "pay", effect("ledger", "RES-1", "reserve", "k-1", 1)).await;
+    let t = host
+        .run_one("pay", effect("ledger", "RES-1", "reserve", "k-1", 1))
+        .await;
     assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
 
     host.registry
         .group_grant("pay", &[], &["connector:ledger".into()], "admin")
         .await
         .unwrap();
-    let t = run_one(&host, "pay", effect("ledger", "RES-2", "reserve", "k-2", 1)).await;
+    let t = host
+        .run_one("pay", effect("ledger", "RES-2", "reserve", "k-2", 1))
+        .await;
     assert_eq!(t.state, "failed");
     let message = t.error_message.unwrap();
     assert!(message.contains("not-granted"), "{message}");
@@ -387,13 +366,7 @@ db_test!(a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_
 async fn a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_cap_is_stored(
     db: Db,
 ) {
-    let host = TestHost::new(db).await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
-    )
-    .await;
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
     let kib = 1024;
     let mut group = bare_group("capped");
     group.caps = OutputCaps {
@@ -427,7 +400,7 @@ async fn a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_
             "an effect's payload of 2000 bytes",
         ),
     ] {
-        let t = run_one(&host, "flood", params.clone()).await;
+        let t = host.run_one("flood", params.clone()).await;
         assert_eq!(t.state, "failed", "{params}");
         assert_eq!(
             t.error_class.as_deref(),
@@ -460,7 +433,7 @@ async fn a_guest_over_a_size_cap_fails_as_output_too_large_and_nothing_past_the_
         "the oversized payload was not sent"
     );
 
-    let t = run_one(&host, "flood", json!({ "log_lines": 100_000 })).await;
+    let t = host.run_one("flood", json!({ "log_lines": 100_000 })).await;
     assert_eq!(t.state, "succeeded", "{:?}", t.error_message);
     let log = last_log(&host.store.attempts_for(t.id).await.unwrap());
     assert!(log.len() <= 4 * 1024 + 64, "log of {} bytes", log.len());
@@ -505,13 +478,7 @@ db_test!(a_reviewer_reads_each_components_capabilities_and_what_a_new_version_ch
 /// connectors it reaches (with a credential's fingerprint, never its
 /// value); `paddock component diff` names what a new component adds.
 async fn a_reviewer_reads_each_components_capabilities_and_what_a_new_version_changes(db: Db) {
-    let host = TestHost::new(db).await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
-    )
-    .await;
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
     let secret = paddock::model::secret::ConnectorSecret::bearer("never-shown-42").unwrap();
     host.store
         .connector_secret_set("ledger", Some(&secret), "admin")

@@ -191,12 +191,7 @@ async fn a_return_over_the_caps_is_refused_before_the_host_copies_it(db: Db) {
     for size in [100 << 20, 300 << 20] {
         for what in ["result_bytes", "error_bytes", "checkpoint_bytes"] {
             let params = json!({ what: size });
-            let t = host.trigger("flood", params.clone()).await;
-            host.runner("r", Duration::from_secs(60))
-                .run_until_idle()
-                .await
-                .unwrap();
-            let t = host.store.trigger_get(t.id).await.unwrap();
+            let t = host.run_one("flood", params.clone()).await;
             assert_eq!(
                 t.error_class.as_deref(),
                 Some("output_too_large"),
@@ -225,12 +220,7 @@ async fn a_guest_spinning_on_a_host_call_runs_out_of_fuel_not_time(db: Db) {
         .await;
     host.job("flood", "flood", "resource_group = \"polls\"")
         .await;
-    let t = host.trigger("flood", json!({ "poll_loop": 1 })).await;
-    host.runner("r", Duration::from_secs(60))
-        .run_until_idle()
-        .await
-        .unwrap();
-    let t = host.store.trigger_get(t.id).await.unwrap();
+    let t = host.run_one("flood", json!({ "poll_loop": 1 })).await;
     assert_eq!(
         t.error_class.as_deref(),
         Some("fuel_exhausted"),

@@ -237,6 +237,15 @@ pub async fn put(store: &Store, c: ConnectorRecord) {
     store.connector_put(&c, "test").await.unwrap();
 }
 
+/// A test host with the reference ledger as connector `ledger` (queryable,
+/// tokens compared, calls time out after `timeout`).
+pub async fn host_with_ledger(db: crate::Db, timeout: Duration) -> (crate::TestHost, Ledger) {
+    let host = crate::TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put(&host.store, connector("ledger", &ledger, timeout, true)).await;
+    (host, ledger)
+}
+
 /// Effector params for one ledger effect.
 pub fn effect(connector: &str, resource: &str, action: &str, key: &str, amount: i64) -> Value {
     json!({

@@ -251,6 +251,17 @@ impl TestHost {
         outcome.version()
     }
 
+    /// Create a trigger of `job` and run every due trigger to its end; the
+    /// trigger as it ended.
+    pub async fn run_one(&self, job: &str, params: serde_json::Value) -> TriggerRecord {
+        let t = self.trigger(job, params).await;
+        self.runner("r", Duration::from_secs(60))
+            .run_until_idle()
+            .await
+            .unwrap();
+        self.store.trigger_get(t.id).await.unwrap()
+    }
+
     /// Grant a manifest's connectors to its resource group.
     pub async fn grant_connectors(&self, toml: &str) {
         let manifest = paddock::registry::manifest::JobManifest::parse(toml).unwrap();

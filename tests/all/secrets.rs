@@ -3,7 +3,7 @@
 //! printed — not by any command, not in the audit log, not in a trigger's
 //! error or an attempt's log. Rotation is audited by fingerprint.
 
-use crate::ledger::{Ledger, connector, effect, put};
+use crate::ledger::effect;
 use crate::{Db, TestHost};
 use paddock::store::prelude::*;
 use std::time::Duration;
@@ -31,25 +31,13 @@ pub(crate) fn paddock(host: &TestHost, args: &[&str], env: &[(&str, &str)]) -> (
 }
 
 async fn pay(host: &TestHost, resource: &str) -> paddock::store::TriggerRecord {
-    let t = host
-        .trigger("pay", effect("ledger", resource, "reserve", resource, 1))
-        .await;
-    host.runner("r", Duration::from_secs(30))
-        .run_until_idle()
+    host.run_one("pay", effect("ledger", resource, "reserve", resource, 1))
         .await
-        .unwrap();
-    host.store.trigger_get(t.id).await.unwrap()
 }
 
 db_test!(a_connector_secret_reaches_the_downstream_and_is_never_printed);
 async fn a_connector_secret_reaches_the_downstream_and_is_never_printed(db: Db) {
-    let host = TestHost::new(db).await;
-    let ledger = Ledger::start().await;
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(5), true),
-    )
-    .await;
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
     host.job("pay", "effector", "connectors = [\"ledger\"]")
         .await;
     ledger
