@@ -307,11 +307,11 @@ impl Sandbox {
         store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
             state.ticks = state.ticks.wrapping_add(1);
-            let owed = std::mem::take(&mut state.host_calls) * bindings::HOST_CALL_FUEL;
-            if owed > 0 {
-                // Out of fuel here, the guest traps at its next fuel check.
-                let left = ctx.get_fuel().unwrap_or(0);
-                let _ = ctx.set_fuel(left.saturating_sub(owed));
+            // Host calls are charged against the fuel wasm has left (set_fuel
+            // from this callback would be overwritten by the running code).
+            let host_fuel = state.host_calls * bindings::HOST_CALL_FUEL;
+            if host_fuel > 0 && host_fuel >= ctx.get_fuel().unwrap_or(0) {
+                return Err(wasmtime::Error::new(report::Interrupted::OutOfFuel));
             }
             let state = ctx.data_mut();
             if state.ticks % bindings::SCRATCH_CHECK_TICKS == 0 && state.too_large.is_none() {
@@ -337,9 +337,9 @@ impl Sandbox {
             Ok(job) => job.call_run(&mut store).await,
             Err(e) => Err(e),
         };
-        // Host calls since the last tick are charged too.
-        let owed = store.data().host_calls * bindings::HOST_CALL_FUEL;
-        let fuel_left = store.get_fuel().unwrap_or(0).saturating_sub(owed);
+        // Host calls are charged too.
+        let host_fuel = store.data().host_calls * bindings::HOST_CALL_FUEL;
+        let fuel_left = store.get_fuel().unwrap_or(0).saturating_sub(host_fuel);
         let mut state = store.into_data();
         if state.too_large.is_none() {
             state.too_large = state.wasi.scratch_over_cap();

@@ -78,7 +78,11 @@ async fn each_hostile_guest_ends_with_its_class_within_the_caps_while_a_victim_r
         ("flood", json!({ "result_bytes": 100 * mb }), too_large),
         ("flood", json!({ "error_bytes": 100 * mb }), too_large),
         ("flood", json!({ "checkpoint_bytes": 100 * mb }), too_large),
-        ("flood", json!({ "log_lines": 1_000_000 }), succeeded),
+        (
+            "flood",
+            json!({ "log_lines": 1_000_000 }),
+            &["fuel_exhausted"][..],
+        ),
         (
             "flood",
             json!({ "effects": 10_000, "connector": "nowhere" }),
@@ -226,6 +230,11 @@ async fn a_guest_spinning_on_a_host_call_runs_out_of_fuel_not_time(db: Db) {
         Some("fuel_exhausted"),
         "{:?}",
         t.error_message
+    );
+    let message = t.error_message.unwrap();
+    assert!(
+        message.contains("host calls)"),
+        "charged for its host calls: {message}"
     );
     let attempt = &host.store.attempts_for(t.id).await.unwrap()[0];
     assert_eq!(

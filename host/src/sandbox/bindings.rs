@@ -40,16 +40,18 @@ pub struct GuestState {
     /// Epoch ticks seen: every [`SCRATCH_CHECK_TICKS`]th one checks the
     /// scratch directory's size.
     pub(super) ticks: u32,
-    /// Host calls since the last epoch tick, each charged
-    /// [`HOST_CALL_FUEL`] at the tick.
+    /// Host calls so far, each charged [`HOST_CALL_FUEL`] against the
+    /// fuel wasm has left (checked at every epoch tick).
     pub(super) host_calls: u64,
 }
 
 /// The fuel one host call costs the guest (wasm fuel counts only wasm
 /// instructions): a guest spinning on a cheap host call (`poll`, `log`)
 /// runs out of fuel like one spinning in wasm, instead of holding its
-/// thread until its deadline. 1,000: a million log lines cost 10⁹.
-pub const HOST_CALL_FUEL: u64 = 1_000;
+/// thread until its deadline. 10,000: about what the wasm of a call's
+/// host time would cost (a `poll` takes ~2.5 µs in `benches/hostile`);
+/// a thousand log lines cost 10⁷ of the default 10¹⁰, a million 10¹⁰.
+pub const HOST_CALL_FUEL: u64 = 10_000;
 
 /// How often (in epoch ticks, 5 ms each) a running guest's scratch
 /// directory is measured: a guest can overshoot its grant by what it

@@ -18,6 +18,8 @@ pub(super) enum Interrupted {
     Stopped(StopReason),
     #[error("the guest handed the host something over a size cap")]
     TooLarge,
+    #[error("fuel exhausted, host calls included")]
+    OutOfFuel,
 }
 
 /// The host's view of a guest's error class.
@@ -60,6 +62,15 @@ pub(super) fn classify(
                 "interrupted: this attempt lost its lease".into(),
             ),
             Interrupted::TooLarge => unreachable!("too_large is checked first"),
+            Interrupted::OutOfFuel => trapped(
+                TrapKind::FuelExhausted,
+                format!(
+                    "fuel of {} exhausted ({} of it by {} host calls)",
+                    limits.fuel,
+                    state.host_calls * super::bindings::HOST_CALL_FUEL,
+                    state.host_calls
+                ),
+            ),
         };
     }
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
