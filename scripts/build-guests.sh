@@ -198,6 +198,22 @@ for name in "${names[@]}"; do
     printf '%-10s %8d bytes  %-10s %s\n' "$name" "$(wc -c <"$out")" "$state" "${out#"$ROOT"/}"
 done
 
+# Hand-written core modules (guests/wat/*.wat: what Rust cannot emit).
+for wat in "$GUESTS_DIR"/wat/*.wat; do
+    [ -e "$wat" ] || continue
+    name=$(basename "$wat" .wat)
+    names+=("$name")
+    out=$OUT_DIR/$name.wasm
+    if [ ! -f "$out" ] || [ "$wat" -nt "$out" ] || [ "$TOOL" -nt "$out" ] \
+        || [ -n "$(find "$ROOT/wit" -newer "$out" -name '*.wit' | head -1)" ]; then
+        "$TOOL" --wat "$wat" "$ROOT/wit" job "$out" || die "encoding $name failed"
+        state=encoded
+    else
+        state=up-to-date
+    fi
+    printf '%-10s %8d bytes  %-10s %s\n' "$name" "$(wc -c <"$out")" "$state" "${out#"$ROOT"/}"
+done
+
 # Drop components whose crate no longer exists.
 for out in "$OUT_DIR"/*.wasm; do
     [ -e "$out" ] || continue

@@ -127,10 +127,11 @@ async fn main() {
     };
     run(&url("warm"), &sandbox, Some(("flood", json!({})))).await;
     let mb = 1 << 20;
-    let rows: [(&str, Option<(&str, Value)>); 9] = [
+    let rows: [(&str, Option<(&str, Value)>); 10] = [
         ("none", None),
         ("endless loop", Some(("spin", json!({})))),
         ("memory bomb", Some(("hog", json!({})))),
+        ("table bomb", Some(("tablegrow", json!({})))),
         ("deep recursion", Some(("flood", json!({ "recurse": 1 })))),
         (
             "tight poll() loop",

@@ -1,5 +1,5 @@
 //! Hostile guests, contained (issue 17): each way a guest can misbehave —
-//! an endless loop, a memory bomb, endless recursion, a tight `poll()`
+//! an endless loop, a memory bomb, a table bomb, endless recursion, a tight `poll()`
 //! loop, giant results, errors and checkpoints, a million log lines, ten
 //! thousand effect calls — ends with its own class, stores no more than
 //! the group's caps, keeps the host's memory bounded, and a well-behaved
@@ -52,6 +52,7 @@ async fn each_hostile_guest_ends_with_its_class_within_the_caps_while_a_victim_r
         ("flood", "flood", "evil", "hostile"),
         ("spin", "spin", "evil", "hostile"),
         ("hog", "hog", "evil", "hostile"),
+        ("tablegrow", "tablegrow", "evil", "hostile"),
         ("victim", "hello", "good", "default"),
     ] {
         let manifest = format!(
@@ -73,6 +74,7 @@ async fn each_hostile_guest_ends_with_its_class_within_the_caps_while_a_victim_r
     let hostile = [
         ("spin", json!({}), cpu),
         ("hog", json!({}), &["memory_limit"][..]),
+        ("tablegrow", json!({}), &["memory_limit"][..]),
         ("flood", json!({ "recurse": 1 }), &["stack_overflow"][..]),
         ("flood", json!({ "poll_loop": 1 }), cpu),
         ("flood", json!({ "result_bytes": 100 * mb }), too_large),

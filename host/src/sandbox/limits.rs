@@ -74,6 +74,7 @@ pub struct MemoryLimiter {
     current: u64,
     peak: u64,
     denied: bool,
+    table_denied: bool,
 }
 
 impl MemoryLimiter {
@@ -85,11 +86,17 @@ impl MemoryLimiter {
             current: 0,
             peak: 0,
             denied: false,
+            table_denied: false,
         }
     }
 
     pub fn peak_bytes(&self) -> u64 {
         self.peak
+    }
+
+    /// Whether a table growth was denied (the table-element cap).
+    pub fn table_denied(&self) -> bool {
+        self.table_denied
     }
 
     pub fn denied(&self) -> bool {
@@ -129,7 +136,16 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= self.table_elements)
+        let allowed = desired <= self.table_elements;
+        self.table_denied |= !allowed;
+        Ok(allowed)
+    }
+
+    /// Growth refused past the pool's own table size (before or after
+    /// [`Self::table_growing`] is asked) is the same limit.
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.table_denied = true;
+        Ok(())
     }
 }
 

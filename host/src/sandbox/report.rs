@@ -97,6 +97,12 @@ pub(super) fn classify(
             ),
         );
     }
+    if limiter.table_denied() {
+        return trapped(
+            TrapKind::MemoryLimit,
+            format!("table limit of {} elements reached", limits.table_elements),
+        );
+    }
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => trapped(
             TrapKind::FuelExhausted,

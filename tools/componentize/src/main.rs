@@ -3,6 +3,9 @@
 //!
 //! ```text
 //! componentize CORE.wasm OUT.wasm     encode (validating) CORE into OUT
+//! componentize --wat MOD.wat WIT_DIR WORLD OUT.wasm
+//!                                     a hand-written core module (guests/wat/):
+//!                                     embed WORLD's type, then encode as above
 //! componentize --print FILE.wasm...   print each component's imports/exports
 //! ```
 
@@ -10,6 +13,28 @@ use anyhow::{bail, Context, Result};
 use std::path::Path;
 use wit_component::{ComponentEncoder, DecodedWasm};
 use wit_parser::{Resolve, WorldItem, WorldKey};
+
+/// A core module written in WAT, with `world`'s component type embedded as
+/// wit-bindgen would, encoded as a component into `out`.
+fn encode_wat(wat: &Path, wit: &Path, world: &str, out: &Path) -> Result<()> {
+    let mut module = ::wat::parse_file(wat).with_context(|| format!("parsing {}", wat.display()))?;
+    let mut resolve = Resolve::default();
+    let (pkg, _) = resolve
+        .push_dir(wit)
+        .with_context(|| format!("reading {}", wit.display()))?;
+    let world = resolve.select_world(&[pkg], Some(world))?;
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )?;
+    let core = out.with_extension("core.wasm");
+    std::fs::write(&core, &module).with_context(|| format!("writing {}", core.display()))?;
+    let encoded = encode(&core, out);
+    let _ = std::fs::remove_file(&core);
+    encoded
+}
 
 fn encode(core: &Path, out: &Path) -> Result<()> {
     let bytes = std::fs::read(core).with_context(|| format!("reading {}", core.display()))?;
@@ -116,6 +141,9 @@ fn main() -> Result<()> {
                 print(Path::new(f))?;
             }
             Ok(())
+        }
+        [flag, wat, wit, world, out] if flag == "--wat" => {
+            encode_wat(Path::new(wat), Path::new(wit), world, Path::new(out))
         }
         [core, out] if !core.starts_with("--") => encode(Path::new(core), Path::new(out)),
         _ => bail!("usage: componentize CORE.wasm OUT.wasm | componentize --print FILE.wasm..."),
