@@ -122,6 +122,7 @@ async fn bench(runs: usize) {
         max_elapsed_ms: None,
     };
     let caller = Caller {
+        response_cap: paddock::effects::http::MAX_BODY,
         lease: &lease,
         granted: &granted,
         retry: &retry,

@@ -560,3 +560,47 @@ async fn a_reviewer_reads_each_components_capabilities_and_what_a_new_version_ch
     assert!(ok && same.contains("the same capabilities"), "{same}");
     ledger.stop().await;
 }
+
+db_test!(a_downstream_answer_over_the_response_cap_is_never_stored);
+/// The ledger's answer (a few hundred bytes) is over a group's 64-byte
+/// `effect_response` cap: the host does not read it past the cap, stores
+/// none of it, and records the outcome as unknown (settled later by query
+/// or by people), which the guest hears as `unknown`.
+async fn a_downstream_answer_over_the_response_cap_is_never_stored(db: Db) {
+    let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
+    let mut group = bare_group("tiny");
+    group.caps.effect_response = 64;
+    host.registry.group_put(group, "admin").await.unwrap();
+    host.job(
+        "pay",
+        "effector",
+        "resource_group = \"tiny\"\nconnectors = [\"ledger\"]\n[retry]\nmax_attempts = 1",
+    )
+    .await;
+    let t = host
+        .run_one("pay", effect("ledger", "RES-1", "reserve", "big-1", 1))
+        .await;
+    assert_eq!(
+        t.error_class.as_deref(),
+        Some("unknown"),
+        "{:?}",
+        t.error_message
+    );
+    let rec = host.store.effect_get("big-1").await.unwrap().unwrap();
+    assert_eq!(rec.state, "unknown");
+    assert_eq!(rec.response, None, "nothing past the cap is stored");
+    assert!(
+        rec.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("64-byte cap"),
+        "{:?}",
+        rec.error
+    );
+    assert_eq!(
+        ledger.stat("applied").await,
+        1,
+        "the downstream did apply it"
+    );
+    ledger.stop().await;
+}

@@ -63,6 +63,10 @@ pub struct Caller<'a> {
     /// so the runner can park the trigger until the breaker half-opens
     /// instead of spending an attempt (see [`ParkSlot`]).
     pub park: Option<&'a ParkSlot>,
+    /// The most of a downstream's answer read for this caller (its group's
+    /// `effect_response` cap): over it, the outcome is unknown and nothing
+    /// of the body is stored.
+    pub response_cap: usize,
 }
 
 /// An attempt's note that an open circuit breaker refused one of its
@@ -247,7 +251,10 @@ impl EffectGateway {
         live: &Live,
         rec: &EffectRecord,
     ) -> Result<Option<Outcome>, EffectError> {
-        let found = self.http.query(live.endpoint(), &rec.idempotency_key).await;
+        let found = self
+            .http
+            .query(live.endpoint(caller.response_cap), &rec.idempotency_key)
+            .await;
         match protocol::after_query(rec, found, protocol::send_budget(caller.retry)) {
             Queried::Recorded(outcome) => {
                 let settled = self.settle(caller, &rec.idempotency_key, &outcome).await?;
@@ -324,7 +331,9 @@ impl EffectGateway {
                 }
             },
             QueryStep::AskDownstream => Ok(protocol::found_unrecorded(
-                self.http.query(live.endpoint(), key).await,
+                self.http
+                    .query(live.endpoint(caller.response_cap), key)
+                    .await,
             )),
         }
     }

@@ -40,11 +40,15 @@ fn encode_segment(s: &str) -> String {
     out
 }
 
-/// Where a call goes: the connector's row and its credential, if any.
+/// Where a call goes: the connector's row, its credential if any, and
+/// the most of an answer's body the host reads.
 #[derive(Clone, Copy)]
 pub struct Endpoint<'a> {
     pub record: &'a ConnectorRecord,
     pub secret: Option<&'a ConnectorSecret>,
+    /// Over it, the answer is lost (an unknown outcome), never stored:
+    /// the calling group's `effect_response` cap, or [`MAX_BODY`].
+    pub max_body: usize,
 }
 
 /// The connector's credential on the request, marked sensitive (reqwest
@@ -67,18 +71,20 @@ fn with_secret(
     }
 }
 
-/// The most of a response body the host reads: the largest size cap any
-/// group may set. A downstream that sends more cannot make the host hold
-/// it; the answer is lost (an unknown outcome, settled by query), and what
-/// a guest receives is bounded again by its group's `effect_response` cap.
+/// The most of a response body the host reads when no group's cap applies
+/// (the recovery scanner's queries): the largest cap any group may set. A
+/// downstream that sends more cannot make the host hold it; the answer is
+/// lost (an unknown outcome, settled by query or a ticket), never stored.
 pub const MAX_BODY: usize = crate::model::caps::MAX_CAP as usize;
 
-async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+async fn bounded_body(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     loop {
         match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_BODY => {
-                return Err(format!("body over {MAX_BODY} bytes, not read"));
+            Ok(Some(chunk)) if body.len() + chunk.len() > max => {
+                return Err(format!(
+                    "body over the {max}-byte cap on effect responses, not read"
+                ));
             }
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             Ok(None) => return Ok(body),
@@ -114,7 +120,11 @@ impl HttpConnector {
 
     pub async fn send(
         &self,
-        Endpoint { record: c, secret }: Endpoint<'_>,
+        Endpoint {
+            record: c,
+            secret,
+            max_body,
+        }: Endpoint<'_>,
         action: &str,
         key: &str,
         token: i64,
@@ -140,7 +150,7 @@ impl HttpConnector {
             .headers()
             .get("idempotent-replayed")
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-        match bounded_body(response).await {
+        match bounded_body(response, max_body).await {
             Ok(body) => Answer::Status {
                 status,
                 replayed,
@@ -150,7 +160,15 @@ impl HttpConnector {
         }
     }
 
-    pub async fn query(&self, Endpoint { record: c, secret }: Endpoint<'_>, key: &str) -> Found {
+    pub async fn query(
+        &self,
+        Endpoint {
+            record: c,
+            secret,
+            max_body,
+        }: Endpoint<'_>,
+        key: &str,
+    ) -> Found {
         let url = Self::url(c, &format!("operations/{}", encode_segment(key)));
         let response = match with_secret(self.client.get(url), secret)
             .timeout(Duration::from_millis(c.timeout_ms as u64))
@@ -162,7 +180,11 @@ impl HttpConnector {
         };
         match response.status().as_u16() {
             404 => Found::NotFound,
-            200 => match response.json::<serde_json::Value>().await {
+            200 => match bounded_body(response, max_body.saturating_mul(2).max(64 << 10))
+                .await
+                .and_then(|b| {
+                    serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string())
+                }) {
                 Ok(record) => {
                     let status = record.get("status").and_then(|s| s.as_u64()).unwrap_or(0);
                     if status == 0 {
@@ -179,7 +201,7 @@ impl HttpConnector {
                         record,
                     }
                 }
-                Err(e) => Found::Undecided(format!("query answer unreadable: {}", describe(&e))),
+                Err(e) => Found::Undecided(format!("query answer unreadable: {e}")),
             },
             other => Found::Undecided(format!("query answered {other}")),
         }

@@ -726,6 +726,7 @@ impl Runner {
                 .collect(),
             effects: self.effects.clone(),
             retry: spec.retry.clone(),
+            response_cap: limits.caps.effect_response as usize,
             park,
         });
         // The guest runs on a fiber on this task (no thread hand-off): it

@@ -22,6 +22,8 @@ pub(super) struct RunnerServices {
     pub(super) connectors: Vec<String>,
     pub(super) effects: Arc<EffectGateway>,
     pub(super) retry: RetryPolicy,
+    /// The group's `effect_response` cap.
+    pub(super) response_cap: usize,
 }
 
 impl RunnerServices {
@@ -32,6 +34,7 @@ impl RunnerServices {
             retry: &self.retry,
             stop: Some(&self.stop),
             park: Some(&self.park),
+            response_cap: self.response_cap,
         }
     }
 }

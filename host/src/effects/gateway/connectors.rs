@@ -53,11 +53,12 @@ impl Live {
         }
     }
 
-    /// Where its calls go.
-    pub(super) fn endpoint(&self) -> crate::effects::http::Endpoint<'_> {
+    /// Where its calls go, reading at most `max_body` of an answer.
+    pub(super) fn endpoint(&self, max_body: usize) -> crate::effects::http::Endpoint<'_> {
         crate::effects::http::Endpoint {
             record: &self.record,
             secret: self.secret.as_ref(),
+            max_body,
         }
     }
 

@@ -56,7 +56,13 @@ impl EffectGateway {
             report.scanned += 1;
             let recovered = match self.connectors.get(&rec.connector).await? {
                 Some(live) if live.record.queryable => {
-                    let found = self.http.query(live.endpoint(), &rec.idempotency_key).await;
+                    let found = self
+                        .http
+                        .query(
+                            live.endpoint(crate::effects::http::MAX_BODY),
+                            &rec.idempotency_key,
+                        )
+                        .await;
                     protocol::recovery_found(&rec, found)
                 }
                 _ => protocol::recovery_unqueryable(&rec),

@@ -140,7 +140,7 @@ impl EffectGateway {
         let answer = self
             .http
             .send(
-                live.endpoint(),
+                live.endpoint(caller.response_cap),
                 &request.action,
                 key,
                 caller.lease.fencing_token.get(),
