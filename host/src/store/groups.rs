@@ -4,6 +4,7 @@
 //! [`crate::model::group::effective_concurrency`] is recomputed from.
 
 use super::dialect::now_ms;
+use super::runner::running_rows;
 use super::*;
 use crate::model::ResourceGroup;
 use crate::model::group::{
@@ -47,8 +48,8 @@ impl Store {
     pub(super) async fn load_of_group(&self, name: &str) -> StoreResult<Option<GroupLoad>> {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT effective_concurrency, effective_binding, (SELECT count(*) FROM triggers t \
-             WHERE t.state = ",
-            trigger_state!(running),
+             WHERE ",
+            running_rows!("t."),
             " AND t.resource_group = g.name) AS running FROM resource_groups g WHERE name = ?"
         )))
         .bind(name)
@@ -144,8 +145,8 @@ impl Store {
         type Quota = (Option<i64>, Option<i64>, Option<String>, i64);
         let quota: Option<Quota> = sqlx::query_as(self.sql(concat!(
             "SELECT max_in_flight, triggers_per_minute, held, (SELECT count(*) FROM triggers r \
-             WHERE r.state = ",
-            trigger_state!(running),
+             WHERE ",
+            running_rows!("r."),
             " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
         )))
         .bind(&t.tenant)
@@ -207,8 +208,8 @@ impl Store {
         let (recovery, effective, share, ramp, recovering): Lane =
             sqlx::query_as(self.sql(concat!(
                 "SELECT CAST(t.recovery AS BIGINT), g.effective_concurrency, g.recovery_share_pct, \
-                 g.recovery_ramp_pct, (SELECT count(*) FROM triggers v WHERE v.state = ",
-                trigger_state!(running),
+                 g.recovery_ramp_pct, (SELECT count(*) FROM triggers v WHERE ",
+                running_rows!("v."),
                 " AND v.recovery = 1 AND v.resource_group = g.name) \
              FROM triggers t JOIN resource_groups g ON g.name = t.resource_group WHERE t.id = ?"
             )))

@@ -6,7 +6,7 @@
 //! the governor's to move (`lease/governor.rs`).
 
 use super::dialect::now_ms;
-use super::runner::recovery_lane;
+use super::runner::{recovery_lane, running_rows};
 use super::*;
 use crate::model::ResourceGroup;
 use crate::model::group::OBSERVATION_WINDOW_MS;
@@ -245,8 +245,8 @@ impl Store {
                 ", CASE WHEN EXISTS (SELECT 1 FROM triggers t WHERE ",
                 recovery_lane!("t."),
                 " AND t.resource_group = g.name) \
-             OR EXISTS (SELECT 1 FROM triggers v WHERE v.state = ",
-                trigger_state!(running),
+             OR EXISTS (SELECT 1 FROM triggers v WHERE ",
+                running_rows!("v."),
                 " AND v.recovery = 1 AND v.resource_group = g.name) THEN 1 ELSE 0 END \
              FROM resource_groups g WHERE g.name = ?"
             )))

@@ -171,6 +171,22 @@ macro_rules! candidate_columns {
     };
 }
 
+/// Running triggers, spelled as `triggers_running`'s predicate is (a
+/// running trigger always has a lease; saying so lets the partial index
+/// serve every count of running rows and the lapsed-lease walk).
+macro_rules! running_rows {
+    ($t:literal) => {
+        concat!(
+            $t,
+            "state = ",
+            trigger_state!(running),
+            " AND ",
+            $t,
+            "lease_until IS NOT NULL"
+        )
+    };
+}
+
 /// Each group's room — its effective concurrency less its running
 /// triggers (lapsed leases still count: their holder may only be paused),
 /// none while a high-water mark holds it — its aging period, and what its
@@ -178,11 +194,11 @@ macro_rules! candidate_columns {
 /// recovery share and ramp, and its recovery lane's running count.
 const ROOM: &str = concat!(
     "SELECT g.name, g.held IS NOT NULL, g.aging_ms, g.effective_concurrency, \
-         (SELECT count(*) FROM triggers t WHERE t.state = ",
-    trigger_state!(running),
+         (SELECT count(*) FROM triggers t WHERE ",
+    running_rows!("t."),
     " AND t.resource_group = g.name), g.min_share, g.recovery_share_pct, g.recovery_ramp_pct, \
-         (SELECT count(*) FROM triggers v WHERE v.state = ",
-    trigger_state!(running),
+         (SELECT count(*) FROM triggers v WHERE ",
+    running_rows!("v."),
     " AND v.recovery = 1 AND v.resource_group = g.name) FROM resource_groups g"
 );
 
@@ -255,7 +271,7 @@ macro_rules! fresh_lane {
         )
     };
 }
-pub(in crate::store) use {fresh_lane, recovery_lane};
+pub(in crate::store) use {fresh_lane, recovery_lane, running_rows};
 
 /// The tenants with work of a lane (`$lane`, its predicate) in group
 /// `?1`: a loose walk of the lane's claim index, one probe per tenant,
@@ -287,11 +303,12 @@ fn candidates_in(
 ) -> StoreResult<HashMap<i64, Candidate>> {
     // Each lane is an ordered walk of an index that stops after its rows:
     // `triggers_recovery` and `triggers_pending` (resource_group, tenant,
-    // priority, next_run_at, id) per (group, tenant), `triggers_lease`
-    // (lease_until, running rows only) for lapsed leases — so the cost
-    // follows the batch and the tenants waiting, not the backlog, the
-    // number running, or a full group's queue. The walks read only index
-    // columns; the rows are read once, for what the claim needs.
+    // priority, next_run_at, id) per (group, tenant); lapsed leases are
+    // read from `triggers_running` (running rows only, `lease_until` in
+    // the index) — so the cost follows the batch, the tenants waiting and
+    // the running set (bounded by the groups' limits), never the backlog
+    // or a full group's queue. The walks read only index columns; the rows
+    // are read once, for what the claim needs.
     let mut due = tx.prepare_cached(concat!(
         candidate_columns!(),
         "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
@@ -310,8 +327,8 @@ fn candidates_in(
     let mut pending_tenants = tx.prepare_cached(tenants_walk!(fresh_lane!("")))?;
     let mut retry_tenants = tx.prepare_cached(tenants_walk!(recovery_lane!("")))?;
     let mut running_of = tx.prepare_cached(concat!(
-        "SELECT count(*) FROM triggers WHERE state = ",
-        trigger_state!(running),
+        "SELECT count(*) FROM triggers WHERE ",
+        running_rows!(""),
         " AND resource_group = ?1 AND tenant = ?2"
     ))?;
     let mut candidates = HashMap::new();
@@ -382,8 +399,8 @@ fn tenant_share(
         (false, Some(_), Some(room)) => *room,
         (false, Some(max), None) => {
             let mut tenant_running = tx.prepare_cached(concat!(
-                "SELECT count(*) FROM triggers WHERE state = ",
-                trigger_state!(running),
+                "SELECT count(*) FROM triggers WHERE ",
+                running_rows!(""),
                 " AND tenant = ?1"
             ))?;
             let running: i64 = tenant_running.query_row([tenant], |r| r.get(0))?;

@@ -22,7 +22,7 @@
 
 use super::super::fence::lease_fence;
 use super::super::*;
-use super::claim::{fresh_lane, recovery_lane};
+use super::claim::{fresh_lane, recovery_lane, running_rows};
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
 use crate::trigger_state;
@@ -39,7 +39,7 @@ macro_rules! pg_now {
 /// count — their holder may only be paused), none while a high-water mark
 /// holds it — and what its shares need (its running count, minimum
 /// share, recovery share and ramp, and its recovery lane's running count,
-/// from `triggers_recovering`). Read after [`LOCK_GROUPS`], so every claim
+/// from the group's range of `triggers_running`). Read after [`LOCK_GROUPS`], so every claim
 /// committed before this one is counted.
 macro_rules! claim_room {
     () => {
@@ -47,12 +47,12 @@ macro_rules! claim_room {
             "SELECT g.name, g.aging_ms, g.effective_concurrency AS eff, g.min_share, \
          g.recovery_share_pct, g.recovery_ramp_pct, r.running, \
          CASE WHEN g.held IS NULL THEN g.effective_concurrency - r.running ELSE 0 END AS room, \
-         (SELECT count(*) FROM triggers v WHERE v.state = ",
-            trigger_state!(running),
+         (SELECT count(*) FROM triggers v WHERE ",
+            running_rows!("v."),
             " AND v.recovery = 1 AND v.resource_group = g.name) AS recovering \
      FROM resource_groups g CROSS JOIN LATERAL (SELECT count(*) AS running FROM triggers t \
-         WHERE t.state = ",
-            trigger_state!(running),
+         WHERE ",
+            running_rows!("t."),
             " AND t.resource_group = g.name) AS r"
         )
     };
@@ -119,7 +119,7 @@ pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 
 /// Lane 2, fresh work: due `pending` triggers not in the recovery lane,
 /// queued as the recovery lane's are,
-/// and `running` ones whose lease lapsed (`triggers_lease`, longest lapsed
+/// and `running` ones whose lease lapsed (`triggers_running`, longest lapsed
 /// first, whatever their group's room: a takeover adds nothing to the
 /// running count; first in the lane, since their attempt is stuck) —
 /// [`crate::model::Transition::Claim`] from `pending`,
@@ -222,11 +222,11 @@ const CLAIM: &str = concat!(
      tenancy AS MATERIALIZED (SELECT q.grp, q.tenant, room.room, room.aging_ms, \
          coalesce(w.weight, 1) AS weight, \
          CASE WHEN w.held IS NOT NULL THEN 0 WHEN w.max_in_flight IS NULL THEN $4 \
-             ELSE w.max_in_flight - (SELECT count(*) FROM triggers r WHERE r.state = ",
-    trigger_state!(running),
+             ELSE w.max_in_flight - (SELECT count(*) FROM triggers r WHERE ",
+    running_rows!("r."),
     " AND r.tenant = q.tenant) END AS t_room, \
-         (SELECT count(*) FROM triggers r WHERE r.state = ",
-    trigger_state!(running),
+         (SELECT count(*) FROM triggers r WHERE ",
+    running_rows!("r."),
     " AND r.resource_group = q.grp AND r.tenant = q.tenant) AS running \
          FROM (SELECT grp, tenant FROM pending_tenants WHERE tenant IS NOT NULL \
              UNION SELECT grp, tenant FROM retry_tenants WHERE tenant IS NOT NULL) AS q \
@@ -329,8 +329,8 @@ pub(in crate::store) const FINISH_MOVE: &str = finish_move!();
 /// its own token too). Returns the (trigger, token) pairs that moved.
 ///
 /// Every row is reachable only by a key lookup, whatever the planner
-/// believes: triggers by `id = ANY($1)` (the `triggers_lease` index's
-/// predicate is not implied by the fence, see migration 0008), attempts by
+/// believes: triggers by `id = ANY($1)` (the `triggers_running` index's
+/// predicate is not implied by the fence, see migrations 0008 and 0013), attempts by
 /// their id or by the whole unique key (trigger, token) — a token alone
 /// would be a walk of that index's every entry.
 const FINISH: &str = concat!(
