@@ -23,6 +23,7 @@ pub mod caps;
 pub mod fencing;
 pub mod grants;
 pub mod group;
+pub mod identity;
 pub mod plan;
 pub mod retry;
 pub mod review;

@@ -43,6 +43,7 @@ pub use runner::hot_statements;
 mod scheduler;
 mod secrets;
 mod sqlite_writer;
+mod tokens;
 mod wake;
 
 #[doc(hidden)]
@@ -53,6 +54,7 @@ pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use secrets::SecretView;
+pub use tokens::{AuthError, IssuedToken, MAX_TOKEN_VALIDITY_MS, NewToken, TokenView};
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the
 /// CLI, tests, benchmarks): `use paddock::store::prelude::*;`.

@@ -807,7 +807,7 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
         .expect("audited");
     assert_eq!(
         (entry.actor.as_str(), entry.subject.as_str()),
-        ("alice", original)
+        ("local:alice", original)
     );
     assert!(entry.detail.contains("customer cancelled"));
 

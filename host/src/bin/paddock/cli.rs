@@ -10,10 +10,12 @@ mod print;
 mod review;
 mod schedule;
 mod secrets;
+mod tokens;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
+use paddock::model::identity::local_actor;
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
@@ -40,7 +42,9 @@ pub struct Cli {
         default_value = "sqlite://paddock.db"
     )]
     database_url: String,
-    /// Who is acting, recorded in the audit log.
+    /// Who is acting, recorded in the audit log as `local:ACTOR` (the
+    /// command line on the database is the bootstrap admin; API callers
+    /// are recorded as `token:NAME`).
     #[arg(long, global = true, env = "PADDOCK_ACTOR", default_value = "cli")]
     actor: String,
     #[command(subcommand)]
@@ -74,6 +78,10 @@ enum Command {
     /// Read and verify the audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Create, list and revoke API tokens (roles: team, operator, admin,
+    /// reviewer).
+    #[command(subcommand)]
+    Token(tokens::TokenCmd),
     /// Run the embedded demo on a fresh SQLite database and print the results.
     Demo(demo::DemoArgs),
     /// Set and list connectors (the downstreams effects go to).
@@ -264,7 +272,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let cli = match cli.command {
         Command::Demo(args) => return demo::run(args).await,
         Command::Schedule(cmd) => {
-            schedule::run(cmd, &cli.database_url, &cli.actor).await?;
+            schedule::run(cmd, &cli.database_url, &local_actor(&cli.actor)).await?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Serve(args) => {
@@ -274,7 +282,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => cli,
     };
     let host = Host::open(&cli.database_url).await?;
-    let actor = cli.actor.as_str();
+    let actor = &local_actor(&cli.actor);
     match cli.command {
         Command::Component(cmd) => return component(&host, cmd, actor).await,
         Command::Job(cmd) => return job(&host, cmd, actor).await,
@@ -282,6 +290,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tenant(cmd) => groups::tenant(&host, cmd, actor).await?,
         Command::Trigger(cmd) => return trigger(&host, cmd, actor).await,
         Command::Audit(cmd) => return audit(&host, cmd).await,
+        Command::Token(cmd) => tokens::token(&host, cmd, actor).await?,
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,

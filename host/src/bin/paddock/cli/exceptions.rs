@@ -6,6 +6,7 @@ use super::{Host, duration_arg};
 use anyhow::bail;
 use clap::Subcommand;
 use paddock::effects::EffectGateway;
+use paddock::model::identity::local_actor;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{ConnectorRecord, NewTrigger};
@@ -277,7 +278,8 @@ async fn compensate(
     actor: &str,
     request: CompensateRequest<'_>,
 ) -> anyhow::Result<i64> {
-    if actor == "cli" || actor.trim().is_empty() {
+    // The default actor names no one (`--actor` unset: `local:cli`).
+    if actor == local_actor("cli") || actor.trim_start_matches("local:").trim().is_empty() {
         bail!("an operator's compensation needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
     }
     if request.reason.trim().is_empty() {
