@@ -172,24 +172,27 @@ impl Store {
             return Ok(Err(AuthError::Malformed(e)));
         }
         let now = self.now_ms().await?;
-        let row: Option<(String, String, Option<String>, i64, Option<i64>)> =
-            sqlx::query_as(self.sql(
-                "SELECT name, role, tenant, expires_at, revoked_at FROM api_tokens \
-                 WHERE token_hash = ?",
-            ))
-            .bind(token_hash(text))
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some((name, role, tenant, expires_at, revoked_at)) = row else {
+        let row: Option<TokenView> = sqlx::query_as(self.sql(
+            "SELECT name, fingerprint, role, tenant, created_by, created_at, expires_at, \
+             revoked_by, revoked_at FROM api_tokens WHERE token_hash = ?",
+        ))
+        .bind(token_hash(text))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(token) = row else {
             return Ok(Err(AuthError::Unknown));
         };
-        if revoked_at.is_some() {
-            return Ok(Err(AuthError::Revoked(name)));
+        if token.revoked_at.is_some() {
+            return Ok(Err(AuthError::Revoked(token.name)));
         }
-        if expires_at <= now {
-            return Ok(Err(AuthError::Expired(name)));
+        if token.expires_at <= now {
+            return Ok(Err(AuthError::Expired(token.name)));
         }
-        let role = Role::parse(&role).map_err(StoreError::Conflict)?;
-        Ok(Ok(Principal { name, role, tenant }))
+        let role = Role::parse(&token.role).map_err(StoreError::Conflict)?;
+        Ok(Ok(Principal {
+            name: token.name,
+            role,
+            tenant: token.tenant,
+        }))
     }
 }
