@@ -490,8 +490,9 @@ const AUDIT_ANCHOR_EVERY: Duration = Duration::from_secs(60);
 /// read these lines, so their text is fixed.
 async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let drain_timeout = config.runner.drain_timeout;
-    let anchors = audit::anchor_periodically(&config.database_url, AUDIT_ANCHOR_EVERY).await?;
+    let url = config.database_url.clone();
     let node = node::start(config).await?;
+    let anchors = audit::anchor_periodically(&url, AUDIT_ANCHOR_EVERY).await?;
     let shutdown = shutdown_signal();
     let config = node.config();
     eprintln!(
