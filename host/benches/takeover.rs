@@ -250,7 +250,7 @@ async fn main() {
                 "run {run}: A no longer held the trigger at kill time; skipped (raise PADDOCK_BENCH_SPIN)"
             );
             invalid += 1;
-            let _ = store.trigger_request_cancel(id).await;
+            let _ = store.trigger_request_cancel(id, "test", "").await;
             continue;
         };
         let (started_at, token_b): (i64, i64) =
@@ -268,7 +268,7 @@ async fn main() {
                 }
             })
             .await;
-        store.trigger_request_cancel(id).await.unwrap();
+        store.trigger_request_cancel(id, "test", "").await.unwrap();
         assert_eq!(owner, a_id);
         assert_eq!(token_b, token_a + 1, "takeover must get token + 1");
         let s = Sample {

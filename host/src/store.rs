@@ -24,6 +24,7 @@
 //! whole on one thread. Migrations are in `migrations/sqlite/` and
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
+mod audit;
 mod backfill;
 mod columns;
 mod control;
@@ -48,6 +49,7 @@ mod wake;
 
 #[doc(hidden)]
 pub use async_trait::async_trait;
+pub use audit::{AuditConfig, AuditVerdict};
 pub use backfill::Backfilled;
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
@@ -125,6 +127,9 @@ pub enum StoreError {
     Sqlite(rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(sqlx::migrate::MigrateError),
+    /// The audit key or anchor file (outside the database) is unusable.
+    #[error("{0}")]
+    Audit(String),
 }
 
 // The database errors are wrapped by hand, not with `#[from]`: each message
@@ -209,6 +214,8 @@ pub struct Store {
     _scratch: Option<std::sync::Arc<ScratchFile>>,
     /// Kept for connections outside the pool (the wake listener).
     url: std::sync::Arc<str>,
+    /// The audit key and anchor file (see [`audit`]).
+    audit: std::sync::Arc<audit::Seal>,
 }
 
 /// The file behind a `sqlite::memory:` store, removed with the store. An
@@ -260,6 +267,7 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
         // `sqlite::memory:` is a private file removed with the store.
+        let audit = audit::Seal::new(AuditConfig::from_env(url));
         let scratch = (dialect == Dialect::Sqlite && url.contains(":memory:"))
             .then(|| std::sync::Arc::new(ScratchFile::new()));
         let url = match &scratch {
@@ -294,6 +302,7 @@ impl Store {
             writer,
             _scratch: scratch,
             url: url.into(),
+            audit,
         })
     }
 

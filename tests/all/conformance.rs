@@ -1305,7 +1305,12 @@ async fn trigger_request_cancel_cancels_a_trigger_that_has_not_started(db: Fixtu
     db.force(parked, "manual", db.t0).await;
     for id in [pending, retry, parked] {
         let before = db.store.now_ms().await.unwrap();
-        assert!(db.store.trigger_request_cancel(id).await.unwrap());
+        assert!(
+            db.store
+                .trigger_request_cancel(id, "test", "")
+                .await
+                .unwrap()
+        );
         let after = db.store.now_ms().await.unwrap();
         let t = db.get(id).await;
         assert_eq!((t.state, t.fencing_token), (TriggerState::Cancelled, 0));
@@ -1317,7 +1322,12 @@ async fn trigger_request_cancel_cancels_a_trigger_that_has_not_started(db: Fixtu
 
 async fn trigger_request_cancel_asks_a_running_trigger_to_stop(db: Fixture) {
     let a = db.held().await;
-    assert!(db.store.trigger_request_cancel(a.trigger_id).await.unwrap());
+    assert!(
+        db.store
+            .trigger_request_cancel(a.trigger_id, "test", "")
+            .await
+            .unwrap()
+    );
     let t = db.get(a.trigger_id).await;
     assert_eq!((t.state, t.fencing_token), (TriggerState::Running, 1));
     assert!(
@@ -1337,7 +1347,12 @@ async fn trigger_request_cancel_asks_a_running_trigger_to_stop(db: Fixture) {
 
 async fn trigger_request_cancel_survives_a_takeover_and_the_stale_holder_stays_fenced(db: Fixture) {
     let a = db.held().await;
-    assert!(db.store.trigger_request_cancel(a.trigger_id).await.unwrap());
+    assert!(
+        db.store
+            .trigger_request_cancel(a.trigger_id, "test", "")
+            .await
+            .unwrap()
+    );
     let b = db
         .claim_one(a.trigger_id, "B", db.t0 + 2 * LEASE, LEASE)
         .await
@@ -1364,7 +1379,7 @@ async fn trigger_request_cancel_of_a_finished_trigger_is_false_and_rewrites_noth
     db.force(failed, "failed", db.t0).await;
     for id in [a.trigger_id, failed] {
         let cancelled = db
-            .unchanged(db.store.trigger_request_cancel(id))
+            .unchanged(db.store.trigger_request_cancel(id, "test", ""))
             .await
             .unwrap();
         assert!(!cancelled, "a completed trigger is never rewritten");
@@ -1374,7 +1389,7 @@ async fn trigger_request_cancel_of_a_finished_trigger_is_false_and_rewrites_noth
 async fn trigger_request_cancel_of_a_missing_trigger_is_false(db: Fixture) {
     db.held().await;
     let cancelled = db
-        .unchanged(db.store.trigger_request_cancel(MISSING))
+        .unchanged(db.store.trigger_request_cancel(MISSING, "test", ""))
         .await
         .unwrap();
     assert!(!cancelled);
@@ -1894,7 +1909,10 @@ async fn conservation_holds_after_a_sequence_of_operations(db: Fixture) {
                     0 => MISSING,
                     n => triggers[rng.below(n)],
                 };
-                db.store.trigger_request_cancel(id).await.unwrap();
+                db.store
+                    .trigger_request_cancel(id, "test", "")
+                    .await
+                    .unwrap();
             }
         }
         if step % 20 == 19 {

@@ -488,7 +488,12 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     // The guests would burn forever: end them through the cancel path,
     // which the runner commits under the token it claimed with.
     for id in &ids {
-        assert!(host.store.trigger_request_cancel(*id).await.unwrap());
+        assert!(
+            host.store
+                .trigger_request_cancel(*id, "test", "")
+                .await
+                .unwrap()
+        );
     }
     let summaries = run.await.unwrap();
 

@@ -64,6 +64,7 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
         scheduled_at: Some(now - 1000),
         partition_key: None,
         params: effect("ledger", "RES-1", "reserve", key, 5),
+        requested_by: None,
     };
     // Four re-scans create the same trigger: the plan key absorbs three.
     let mut inserted = 0;

@@ -6,7 +6,6 @@
 use super::columns::{connector_columns, effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
-use crate::model::audit;
 use crate::model::caps::OutputCaps;
 use crate::model::group::{Capacity, TenantQuota};
 use crate::model::plan::{ApplyDecision, decide_apply};
@@ -358,6 +357,10 @@ impl ControlStore for Store {
         if inserted {
             self.announce_due(&mut *tx, next_run_at).await?;
         }
+        if inserted && new.origin == "manual" {
+            self.audit_manual_run(&mut tx, new, &plan_key, version, &params)
+                .await?;
+        }
         tx.commit().await?;
         let record = self.trigger_by_key(&plan_key).await?;
         Ok((record, inserted))
@@ -388,16 +391,48 @@ impl ControlStore for Store {
         Ok(())
     }
 
-    async fn trigger_request_cancel(&self, id: i64) -> StoreResult<bool> {
-        let cancelled = sqlx::query(self.sql(CANCEL_UNSTARTED))
+    /// Cancel a trigger that has not started, or ask a running one to
+    /// stop; audited with the actor when it did either.
+    async fn trigger_request_cancel(
+        &self,
+        id: i64,
+        actor: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        let before: Option<String> =
+            sqlx::query_scalar(self.sql("SELECT state FROM triggers WHERE id = ?"))
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let mut done = sqlx::query(self.sql(CANCEL_UNSTARTED))
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
-        if cancelled == 1 {
-            return Ok(true);
+        let outcome = if done == 1 {
+            "cancelled"
+        } else {
+            done = sqlx::query(self.sql(super::runner::REQUEST_STOP))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            "stop_requested"
+        };
+        if done == 0 {
+            return Ok(false);
         }
-        self.request_stop(id).await
+        self.audit_append(
+            &mut tx,
+            actor,
+            "trigger.cancel",
+            &id.to_string(),
+            serde_json::json!({ "state": before, "outcome": outcome, "reason": reason }),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn connector_secret_set(
@@ -590,6 +625,34 @@ impl Store {
         Ok(())
     }
 
+    /// A person's manual run, audited with who asked (params only as a
+    /// digest: they may carry what an audit entry must not).
+    async fn audit_manual_run(
+        &self,
+        tx: &mut Tx,
+        new: &NewTrigger,
+        plan_key: &str,
+        version: i64,
+        params: &str,
+    ) -> StoreResult<()> {
+        let id: i64 = sqlx::query_scalar(self.sql("SELECT id FROM triggers WHERE plan_key = ?"))
+            .bind(plan_key)
+            .fetch_one(&mut **tx)
+            .await?;
+        let actor = new.requested_by.as_deref().unwrap_or("unattributed");
+        self.audit_append(
+            tx,
+            actor,
+            "trigger.run",
+            &id.to_string(),
+            serde_json::json!({
+                "job": new.job_id, "version": version, "plan_key": plan_key,
+                "params_digest": hex::encode(Sha256::digest(params.as_bytes())),
+            }),
+        )
+        .await
+    }
+
     /// Record a refused registration in the audit log (committed: the
     /// refusal is a fact too) and return the refusal.
     async fn refuse_plan(
@@ -662,50 +725,6 @@ impl Store {
             serde_json::json!({ "version": version, "digest": digest }),
         )
         .await
-    }
-    /// Append an entry inside `tx`, chained to the last one.
-    pub(super) async fn audit_append(
-        &self,
-        tx: &mut Tx,
-        actor: &str,
-        action: &str,
-        subject: &str,
-        detail: serde_json::Value,
-    ) -> StoreResult<()> {
-        // Read-then-append: on PostgreSQL two processes could read the same
-        // last entry; the lock makes them take turns (SQLite's write lock
-        // already does).
-        if let Some(lock) = self.dialect.serialize_appends() {
-            sqlx::query(lock).execute(&mut **tx).await?;
-        }
-        let last: Option<(i64, String)> =
-            sqlx::query_as(self.sql("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"))
-                .fetch_optional(&mut **tx)
-                .await?;
-        let (seq, prev) = match last {
-            Some((s, h)) => (s + 1, h),
-            None => (1, audit::GENESIS.to_string()),
-        };
-        let at: i64 = sqlx::query_scalar(self.sql(concat!("SELECT ", now_ms!())))
-            .fetch_one(&mut **tx)
-            .await?;
-        let detail = canonical_json(&detail);
-        let hash = audit::entry_hash(&prev, seq, at, actor, action, subject, &detail);
-        sqlx::query(self.sql(
-            "INSERT INTO audit_log (seq, at, actor, action, subject, detail, prev_hash, hash) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        ))
-        .bind(seq)
-        .bind(at)
-        .bind(actor)
-        .bind(action)
-        .bind(subject)
-        .bind(&detail)
-        .bind(&prev)
-        .bind(&hash)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
     }
 
     /// Keep `job_schedules` in step with a job's newest plan version: a

@@ -102,6 +102,9 @@ pub struct NewTrigger {
     pub partition_key: Option<String>,
     /// JSON object merged over the plan's params at run time.
     pub params: serde_json::Value,
+    /// Who asked for a manual run (the audit entry's actor); see
+    /// [`NewTrigger::by`].
+    pub requested_by: Option<String>,
 }
 
 impl NewTrigger {
@@ -121,7 +124,15 @@ impl NewTrigger {
             scheduled_at: None,
             partition_key: Some(format!("manual-{key}")),
             params,
+            requested_by: None,
         }
+    }
+
+    /// The person (or client) asking, recorded in the `trigger.run` audit
+    /// entry; without it the entry says `unattributed`.
+    pub fn by(mut self, actor: &str) -> Self {
+        self.requested_by = Some(actor.to_string());
+        self
     }
 }
 

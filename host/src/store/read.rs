@@ -352,29 +352,7 @@ impl ReadStore for Store {
     }
 
     async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>> {
-        /// seq, at, actor, action, subject, detail, prev_hash, hash
-        type AuditRow = (i64, i64, String, String, String, String, String, String);
-        let rows: Vec<AuditRow> = sqlx::query_as(self.sql(
-            "SELECT seq, at, actor, action, subject, detail, prev_hash, hash \
-                 FROM audit_log ORDER BY seq",
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(seq, at, actor, action, subject, detail, prev_hash, hash)| AuditEntry {
-                    seq,
-                    at,
-                    actor,
-                    action,
-                    subject,
-                    detail,
-                    prev_hash,
-                    hash,
-                },
-            )
-            .collect())
+        self.audit_from_seq(0).await
     }
 
     async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>> {

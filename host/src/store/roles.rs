@@ -370,14 +370,16 @@ pub trait ControlStore: ReadStore + Counters {
         actor: &str,
     ) -> StoreResult<ApplyOutcome>;
     /// Create a trigger, or return the existing one with the same plan key
-    /// (`false`).
+    /// (`false`). A new manual one is audited as `trigger.run` with
+    /// [`NewTrigger::requested_by`].
     async fn trigger_create(&self, new: &NewTrigger) -> StoreResult<(TriggerRecord, bool)>;
     /// Approve a parked (`manual`) trigger: it becomes pending, audited.
     async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()>;
     /// Cancel a trigger: one that has not started is cancelled at once; a
     /// running one is asked to stop at its next safe point. False when it
-    /// is already finished.
-    async fn trigger_request_cancel(&self, id: i64) -> StoreResult<bool>;
+    /// is already finished. Audited as `trigger.cancel` with the actor.
+    async fn trigger_request_cancel(&self, id: i64, actor: &str, reason: &str)
+    -> StoreResult<bool>;
     /// Set a tenant's weight in fair shares and its quota, audited.
     async fn tenant_put(
         &self,

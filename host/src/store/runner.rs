@@ -49,6 +49,13 @@ pub(in crate::store) const CHECKPOINT_SAVE: &str = concat!(
      RETURNING seq"
 );
 
+/// A person's request that a running trigger stop at its next host call
+/// (`?` trigger); its state is left to the attempt's end.
+pub(in crate::store) const REQUEST_STOP: &str = concat!(
+    "UPDATE triggers SET cancel_requested = 1 WHERE id = ? AND state = ",
+    trigger_state!(running)
+);
+
 #[async_trait]
 impl RunnerStore for Store {
     async fn claim(&self, request: &ClaimRequest<'_>) -> StoreResult<Vec<Claim>> {
@@ -180,14 +187,11 @@ impl RunnerStore for Store {
     }
 
     async fn request_stop(&self, trigger_id: i64) -> StoreResult<bool> {
-        Ok(sqlx::query(self.sql(concat!(
-            "UPDATE triggers SET cancel_requested = 1 WHERE id = ? AND state = ",
-            trigger_state!(running)
-        )))
-        .bind(trigger_id)
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
+        Ok(sqlx::query(self.sql(REQUEST_STOP))
+            .bind(trigger_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected()
             == 1)
     }
 }

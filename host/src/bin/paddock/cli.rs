@@ -3,6 +3,7 @@
 //! parses flags and calls the library's public API; printing lives in
 //! [`print`].
 
+mod audit;
 mod demo;
 mod exceptions;
 mod groups;
@@ -77,7 +78,7 @@ enum Command {
     Serve(ServeArgs),
     /// Read and verify the audit log.
     #[command(subcommand)]
-    Audit(AuditCmd),
+    Audit(audit::AuditCmd),
     /// Create, list and revoke API tokens (roles: team, operator, admin,
     /// reviewer).
     #[command(subcommand)]
@@ -147,23 +148,13 @@ enum TriggerCmd {
         #[arg(long)]
         reason: String,
     },
-    /// Ask a trigger to stop: a running attempt sees cancel-requested at its
-    /// next host call.
-    Cancel { id: i64 },
-}
-
-#[derive(Subcommand)]
-enum AuditCmd {
-    /// Verify the hash chain end to end.
-    Verify,
-    /// Print the audit log.
-    List,
-    /// For a security reviewer: every component, its imports judged
-    /// against each group that runs it, its jobs, the connectors it reaches.
-    Capabilities {
-        /// text or json.
-        #[arg(long, default_value = "text")]
-        format: String,
+    /// Cancel a trigger that has not started, or ask a running one to stop:
+    /// its attempt sees cancel-requested at its next host call (audited).
+    Cancel {
+        id: i64,
+        /// Why (recorded in the audit log).
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 
@@ -283,17 +274,30 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let host = Host::open(&cli.database_url).await?;
     let actor = &local_actor(&cli.actor);
-    match cli.command {
-        Command::Component(cmd) => return component(&host, cmd, actor).await,
-        Command::Job(cmd) => return job(&host, cmd, actor).await,
-        Command::Group(cmd) => groups::group(&host, cmd, actor).await?,
-        Command::Tenant(cmd) => groups::tenant(&host, cmd, actor).await?,
-        Command::Trigger(cmd) => return trigger(&host, cmd, actor).await,
-        Command::Audit(cmd) => return audit(&host, cmd).await,
-        Command::Token(cmd) => tokens::token(&host, cmd, actor).await?,
-        Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
-        Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
-        Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
+    // `audit verify` anchors what it verified itself.
+    let anchor = !matches!(cli.command, Command::Audit(_));
+    let code = run(&host, cli.command, actor).await;
+    // Whatever the command appended to the audit chain is anchored now,
+    // outside the database (after a failure too: refusals are audited).
+    if anchor {
+        audit::anchor_after(&host.store).await;
+    }
+    code
+}
+
+/// A command that needs the store, sandbox and registry.
+async fn run(host: &Host, command: Command, actor: &str) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Component(cmd) => return component(host, cmd, actor).await,
+        Command::Job(cmd) => return job(host, cmd, actor).await,
+        Command::Group(cmd) => groups::group(host, cmd, actor).await?,
+        Command::Tenant(cmd) => groups::tenant(host, cmd, actor).await?,
+        Command::Trigger(cmd) => return trigger(host, cmd, actor).await,
+        Command::Audit(cmd) => return audit::audit(host, cmd).await,
+        Command::Token(cmd) => tokens::token(host, cmd, actor).await?,
+        Command::Connector(cmd) => exceptions::connector(host, cmd, actor).await?,
+        Command::Effects(cmd) => exceptions::effects(host, cmd, actor).await?,
+        Command::Exceptions(cmd) => exceptions::exceptions(host, cmd, actor).await?,
         Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
             unreachable!("handled above")
         }
@@ -394,11 +398,14 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
             let params: serde_json::Map<_, _> = params.into_iter().collect();
             let (trigger, created) = host
                 .store
-                .trigger_create(&NewTrigger::manual(
-                    &job,
-                    serde_json::Value::Object(params),
-                    request_key.as_deref(),
-                ))
+                .trigger_create(
+                    &NewTrigger::manual(
+                        &job,
+                        serde_json::Value::Object(params),
+                        request_key.as_deref(),
+                    )
+                    .by(actor),
+                )
                 .await?;
             println!(
                 "trigger {} {} ({})",
@@ -428,42 +435,15 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
             host.store.trigger_approve(id, actor, &reason).await?;
             println!("trigger {id} approved: pending");
         }
-        TriggerCmd::Cancel { id } => {
-            if !host.store.trigger_request_cancel(id).await? {
+        TriggerCmd::Cancel { id, reason } => {
+            if !host
+                .store
+                .trigger_request_cancel(id, actor, &reason)
+                .await?
+            {
                 bail!("trigger {id} is not pending, waiting or running");
             }
             println!("trigger {id}: cancel requested");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `paddock audit ...`
-async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
-    match cmd {
-        AuditCmd::Verify => {
-            let entries = host.store.audit_list().await?;
-            match paddock::model::audit::verify_chain(&entries) {
-                Ok(n) => println!("audit log intact: {n} entries, chain verified"),
-                Err(e) => {
-                    println!("audit log BROKEN: {e}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
-        }
-        AuditCmd::Capabilities { format } => review::capabilities(host, &format).await?,
-        AuditCmd::List => {
-            for e in host.store.audit_list().await? {
-                println!(
-                    "{:>5} {} {:<10} {:<20} {:<40} {}",
-                    e.seq,
-                    paddock::model::time::rfc3339(paddock::model::time::from_millis(e.at)),
-                    e.actor,
-                    e.action,
-                    e.subject,
-                    e.detail
-                );
-            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -510,12 +490,18 @@ fn pool_water(high: f64, low: f64) -> anyhow::Result<paddock::model::shares::Wat
     Ok(paddock::model::shares::Watermark { high, low })
 }
 
+/// How often `paddock serve` anchors the audit chain's head (and once more
+/// when it stops).
+const AUDIT_ANCHOR_EVERY: Duration = Duration::from_secs(60);
+
 /// A node until SIGTERM or Ctrl-C, then its drain report. The unfinished
 /// list goes to stdout (what a later process resumes); tests and benches
 /// read these lines, so their text is fixed.
 async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let drain_timeout = config.runner.drain_timeout;
+    let url = config.database_url.clone();
     let node = node::start(config).await?;
+    let anchors = audit::anchor_periodically(&url, AUDIT_ANCHOR_EVERY).await?;
     let shutdown = shutdown_signal();
     let config = node.config();
     eprintln!(
@@ -536,6 +522,7 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         })
         .await?;
     print::drain_report(&report.drain);
+    anchors.finish().await;
     eprintln!("paddock serve: stopped");
     Ok(())
 }

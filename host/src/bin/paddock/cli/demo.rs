@@ -158,7 +158,7 @@ async fn run_manual_triggers(host: &Host) -> anyhow::Result<Vec<TriggerRecord>> 
         };
         let (t, _) = host
             .store
-            .trigger_create(&NewTrigger::manual(job, params, None))
+            .trigger_create(&NewTrigger::manual(job, params, None).by("demo"))
             .await?;
         ids.push(t.id);
     }

@@ -235,6 +235,20 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
             let report = EffectGateway::new(host.store.clone())
                 .recover(limit)
                 .await?;
+            // Run by a person, so audited: what it settled, by whom.
+            host.store
+                .audit_record(
+                    actor,
+                    "effects.recover",
+                    "effects",
+                    serde_json::json!({
+                        "limit": limit, "scanned": report.scanned,
+                        "succeeded": report.succeeded, "failed": report.failed,
+                        "not_found": report.not_found, "tickets": report.tickets,
+                        "undecided": report.undecided,
+                    }),
+                )
+                .await?;
             println!(
                 "scanned {}: {} succeeded, {} failed, {} not found (retryable), {} ticketed, {} undecided",
                 report.scanned,
@@ -298,7 +312,7 @@ async fn compensate(
     });
     let (trigger, created) = host
         .store
-        .trigger_create(&NewTrigger::manual(request.job, params.clone(), None))
+        .trigger_create(&NewTrigger::manual(request.job, params.clone(), None).by(actor))
         .await?;
     host.store
         .audit_record(

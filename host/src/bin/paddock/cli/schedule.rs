@@ -188,15 +188,10 @@ async fn shards(store: &Store) -> anyhow::Result<()> {
 pub async fn run(cmd: ScheduleCmd, database_url: &str, actor: &str) -> anyhow::Result<()> {
     match cmd {
         ScheduleCmd::Backfill { job, from, to, max } => {
-            backfill(
-                &Store::open(database_url).await?,
-                &job,
-                from,
-                to,
-                max,
-                actor,
-            )
-            .await?
+            let store = Store::open(database_url).await?;
+            let done = backfill(&store, &job, from, to, max, actor).await;
+            super::audit::anchor_after(&store).await;
+            done?
         }
         ScheduleCmd::Preview {
             plan,
