@@ -25,6 +25,7 @@
 //! `migrations/postgres/` (mirrors of each other), applied at open.
 
 mod backfill;
+mod backlog;
 mod columns;
 mod control;
 pub mod dialect;
@@ -48,6 +49,9 @@ mod wake;
 #[doc(hidden)]
 pub use async_trait::async_trait;
 pub use backfill::Backfilled;
+pub use backlog::{
+    GroupStatus, ID_ORDER_SLACK_MS, StatusQuery, StatusReport, status_settings, status_statements,
+};
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;
