@@ -69,6 +69,7 @@ mod scheduler;
 mod scheduler_fencing;
 mod secrets;
 mod shares;
+mod status;
 mod wake;
 
 use paddock::lease::{Runner, RunnerConfig};

@@ -10,6 +10,7 @@ mod print;
 mod review;
 mod schedule;
 mod secrets;
+mod status;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
@@ -71,6 +72,10 @@ enum Command {
     Schedule(schedule::ScheduleCmd),
     /// Run the scheduler and the runner until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
+    /// The on-call view, per resource group: running / limit, backlog,
+    /// oldest due age, arrival and success rates over a window, the drain
+    /// ETA (or "not recovering"), open tickets.
+    Status(status::StatusArgs),
     /// Read and verify the audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
@@ -271,6 +276,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             serve(node_config(&cli.database_url, args)?).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::Status(args) => {
+            status::run(args, &cli.database_url).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         _ => cli,
     };
     let host = Host::open(&cli.database_url).await?;
@@ -285,7 +294,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Connector(cmd) => exceptions::connector(&host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(&host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(&host, cmd, actor).await?,
-        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
+        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) | Command::Status(_) => {
             unreachable!("handled above")
         }
     }
