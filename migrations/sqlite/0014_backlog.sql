@@ -14,3 +14,7 @@
 -- entry for a pending, running, retrying or failed version.
 CREATE INDEX triggers_succeeded ON triggers (resource_group, finished_at, tenant)
     WHERE state = 'succeeded';
+-- Built in the migration's transaction: on a database that already holds
+-- millions of succeeded triggers the build holds writes to `triggers`
+-- while it reads them (CREATE INDEX CONCURRENTLY would need a
+-- no-transaction migration of its own).
