@@ -13,11 +13,13 @@
 //! | `group.rs` | resource groups, their effective concurrency, tenant quotas |
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
+//! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
 
 pub mod attempt;
 pub mod audit;
+pub mod backlog;
 pub mod capability;
 pub mod caps;
 pub mod fencing;

@@ -26,6 +26,7 @@
 
 mod audit;
 mod backfill;
+mod backlog;
 mod columns;
 mod control;
 pub mod dialect;
@@ -51,6 +52,9 @@ mod wake;
 pub use async_trait::async_trait;
 pub use audit::{AuditConfig, AuditVerdict};
 pub use backfill::Backfilled;
+pub use backlog::{
+    GroupStatus, ID_ORDER_SLACK_MS, StatusQuery, StatusReport, status_settings, status_statements,
+};
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use model::*;

@@ -70,6 +70,7 @@ mod scheduler;
 mod scheduler_fencing;
 mod secrets;
 mod shares;
+mod status;
 mod tokens;
 mod wake;
 

@@ -11,6 +11,7 @@ mod print;
 mod review;
 mod schedule;
 mod secrets;
+mod status;
 mod tokens;
 
 use anyhow::{Context, bail};
@@ -76,6 +77,10 @@ enum Command {
     Schedule(schedule::ScheduleCmd),
     /// Run the scheduler and the runner until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
+    /// The on-call view, per resource group: running / limit, backlog,
+    /// oldest due age, arrival and success rates over a window, the drain
+    /// ETA (or "not recovering"), open tickets.
+    Status(status::StatusArgs),
     /// Read and verify the audit log.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
@@ -270,6 +275,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             serve(node_config(&cli.database_url, args)?).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::Status(args) => {
+            status::run(args, &cli.database_url).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         _ => cli,
     };
     let host = Host::open(&cli.database_url).await?;
@@ -298,7 +307,7 @@ async fn run(host: &Host, command: Command, actor: &str) -> anyhow::Result<ExitC
         Command::Connector(cmd) => exceptions::connector(host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(host, cmd, actor).await?,
-        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) => {
+        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) | Command::Status(_) => {
             unreachable!("handled above")
         }
     }
