@@ -33,6 +33,7 @@ mod fence;
 mod groups;
 #[cfg(test)]
 mod guards;
+mod metrics;
 mod model;
 mod quotas;
 mod read;
@@ -50,6 +51,9 @@ pub use async_trait::async_trait;
 pub use backfill::Backfilled;
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
+pub use metrics::{
+    ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,
+};
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use secrets::SecretView;
