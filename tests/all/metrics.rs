@@ -56,11 +56,14 @@ const EXPORTED: &[(&str, &str)] = &[
     ("paddock_effective_concurrency", "gauge"),
 ];
 
+/// A sample: its name, labels and value.
+type Sample = (String, Vec<(String, String)>, f64);
+
 /// One scrape, parsed: `# TYPE` lines and samples.
 struct Scrape {
     text: String,
     types: Vec<(String, String)>,
-    samples: Vec<(String, Vec<(String, String)>, f64)>,
+    samples: Vec<Sample>,
 }
 
 impl Scrape {

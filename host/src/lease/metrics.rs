@@ -94,24 +94,18 @@ pub type NewHistogram = fn() -> Histogram;
 /// Bucket bounds in seconds for delays a scheduler cares about: 1 ms to
 /// about 17 minutes.
 fn delay_histogram() -> Histogram {
-    Histogram::new(
-        [
-            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-            300.0, 1000.0,
-        ]
-        .into_iter(),
-    )
+    Histogram::new([
+        0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        1000.0,
+    ])
 }
 
 /// Bucket bounds in seconds for database round trips and stops: 0.5 ms to
 /// 10 s.
 fn latency_histogram() -> Histogram {
-    Histogram::new(
-        [
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-        ]
-        .into_iter(),
-    )
+    Histogram::new([
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+    ])
 }
 
 /// The execution plane's instruments in one process. Cheap to clone (every
