@@ -6,7 +6,7 @@
 //!
 //! | rows | from | index |
 //! |---|---|---|
-//! | waiting triggers per (state, group, tenant) and the earliest `next_run_at` | `triggers` | the claim lanes' partial indexes `triggers_pending` and `triggers_recovery` (index-only) |
+//! | waiting triggers per (state, group, tenant) and the earliest `next_run_at` | `triggers` | the claim lanes' partial indexes `triggers_pending` and `triggers_recovery` (a walk of the waiting rows only; SQLite checked with `EXPLAIN QUERY PLAN`) |
 //! | running and parked (`manual`) triggers per (group, tenant) | `triggers` | `triggers_running`; `triggers_parked` (migration 0015) |
 //! | counters | `counters` | a few dozen rows |
 //! | unknown effects and the oldest | `effects` | `effects_state` |
