@@ -54,7 +54,7 @@ mod gateway;
 pub mod http;
 pub mod protocol;
 
-pub use breaker::{Admit, Breaker, BreakerConfig, BreakerState, RateLimit};
+pub use breaker::{Admit, Breaker, BreakerConfig, BreakerPhase, BreakerState, RateLimit};
 pub use classify::{Answer, Found, Verdict, classify, params_digest};
 pub use gateway::{Caller, EffectGateway, GatewayConfig, ParkSlot, RecoveryGuard, RecoveryReport};
 pub use http::HttpConnector;

@@ -28,9 +28,11 @@ pub mod group_commit;
 pub mod guest_runtime;
 pub mod heartbeat;
 pub mod high_water;
+pub mod metrics;
 pub mod runner;
 mod services;
 
 pub use drain::{DrainReport, Unfinished};
 pub use heartbeat::Heartbeats;
+pub use metrics::LeaseMetrics;
 pub use runner::{AttemptSummary, Runner, RunnerConfig};

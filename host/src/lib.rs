@@ -24,6 +24,9 @@
 //!   `SchedulerStore`, `EffectStore`, `ControlStore`, shared `ReadStore`);
 //!   every write under a lease is fenced in its own statement. All instants
 //!   come from the database clock.
+//! - [`observe`]: what operators see of a node — `/metrics` (cluster-wide
+//!   figures from the database, per-process ones from the planes) and the
+//!   `/healthz` / `/readyz` probes.
 //! - [`node`]: one process's scanner, runner, heartbeats, effect recovery
 //!   and wake-ups composed and started together; `paddock serve` and
 //!   in-process tests run the same node.
@@ -32,7 +35,7 @@
 //! modules (`src/bin/paddock/`), over this crate's public API.
 //!
 //! Layers, lowest first: `model`; `store`, `sandbox`; `schedule`,
-//! `effects`; `registry`, `lease`; `node`. A module imports only lower
+//! `effects`; `registry`, `lease`; `observe`; `node`. A module imports only lower
 //! layers (`tests/all/layers.rs`).
 //!
 //! The database decides every identity; memory only makes things faster.
@@ -42,6 +45,7 @@ pub mod effects;
 pub mod lease;
 pub mod model;
 pub mod node;
+pub mod observe;
 pub mod registry;
 pub mod sandbox;
 pub mod schedule;

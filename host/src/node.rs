@@ -17,16 +17,21 @@
 //!   to `pending` for another to resume (see [`crate::lease::drain`]);
 //! - a shutdown stops both loops together: the scanner gives its shards back
 //!   and the runner drains; the report lists the triggers left unfinished;
+//! - with `metrics` set, `/metrics`, `/healthz` and `/readyz` are served
+//!   from before [`start`] returns until the node is gone; `/readyz`
+//!   answers 503 from the moment the drain begins;
 //! - a [`Node`] dropped without [`Node::shutdown`] still stops its loops (they
 //!   drain in the background on the runtime they were started on).
 
 use crate::effects::{EffectGateway, RecoveryGuard};
 use crate::lease::governor::{Gauges, GovernorGuard, spawn_governor};
 use crate::lease::{DrainReport, Heartbeats, Runner, RunnerConfig, guest_runtime};
+use crate::observe::{Draining, MetricsServer, Observer};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
 use crate::store::{ReadStore, Store, StoreError, WakeListener};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -62,6 +67,10 @@ pub struct NodeConfig {
     /// How often the groups' effective concurrency is recomputed from
     /// what their attempts measured ([`crate::lease::governor`]). Default 5 s.
     pub govern_every: Duration,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`
+    /// ([`crate::observe`]); port 0 lets the OS choose (read it back with
+    /// [`Node::metrics_addr`]). Default `None`: no listener.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl NodeConfig {
@@ -77,6 +86,7 @@ impl NodeConfig {
     /// | `govern_every` | 5 s |
     /// | `recovery_every` | 30 s |
     /// | `recovery_limit` | 1000 |
+    /// | `metrics` | `None`: no metrics or health listener |
     pub fn new(database_url: impl Into<String>) -> Self {
         let runner = RunnerConfig::default();
         let scanner = ScannerConfig {
@@ -93,6 +103,7 @@ impl NodeConfig {
             recovery_every: Duration::from_secs(30),
             recovery_limit: 1000,
             govern_every: Duration::from_secs(5),
+            metrics: None,
         }
     }
 
@@ -128,6 +139,9 @@ pub enum NodeError {
     /// `guest_threads` differs from the runtime this process already runs.
     #[error("the guest runtime already runs with another thread count")]
     GuestThreads,
+    /// The metrics listener could not be bound.
+    #[error("listening for metrics on {addr}: {error}")]
+    Metrics { addr: SocketAddr, error: String },
     /// The runner's task panicked or was cancelled: no drain report.
     #[error("runner task failed: {0}")]
     RunnerTask(tokio::task::JoinError),
@@ -153,6 +167,10 @@ pub struct Node {
     _recovery: RecoveryGuard,
     _governor: GovernorGuard,
     _wakes: Option<WakeListener>,
+    /// Set when the node starts draining: `/readyz` answers 503 from then.
+    draining: Draining,
+    /// Serves until the node is gone (through the drain).
+    metrics: Option<MetricsServer>,
 }
 
 /// Sends the stop signal when dropped, so a node that is dropped, or whose
@@ -203,6 +221,11 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         heartbeats,
     );
     let scanner = Scanner::new(store.clone(), config.scanner.clone());
+    let draining = Draining::default();
+    let metrics = match config.metrics {
+        Some(addr) => Some(serve_metrics(addr, &store, &runner, &draining).await?),
+        None => None,
+    };
     // Effects whose outcome is unknown are resolved by key in the
     // background; the guard stops the task with the node.
     let recovery = runner
@@ -246,7 +269,30 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         _recovery: recovery,
         _governor: governor,
         _wakes: wakes,
+        draining,
+        metrics,
     })
+}
+
+/// Bind `addr` and serve the node's metrics and health on it.
+async fn serve_metrics(
+    addr: SocketAddr,
+    store: &Store,
+    runner: &Arc<Runner>,
+    draining: &Draining,
+) -> Result<MetricsServer, NodeError> {
+    let failed = |error: std::io::Error| NodeError::Metrics {
+        addr,
+        error: error.to_string(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(failed)?;
+    let observer = Observer::new(
+        store.clone(),
+        runner.metrics().clone(),
+        Some(runner.effects().clone()),
+        draining.clone(),
+    );
+    MetricsServer::start(listener, Arc::new(observer)).map_err(failed)
 }
 
 /// Start a node, run it until `shutdown` resolves, then drain it: the
@@ -270,6 +316,20 @@ impl Node {
         self.shards
     }
 
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if they are:
+    /// bound before [`start`] returns.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::addr)
+    }
+
+    /// Start draining without waiting: `/readyz` answers 503 from now on,
+    /// the scanner gives its shards back and the runner stops claiming.
+    /// [`Node::shutdown`] waits for the rest.
+    pub fn begin_drain(&self) {
+        self.draining.set();
+        self.stop.stop();
+    }
+
     /// Run until `shutdown` resolves, then [`Node::shutdown`].
     pub async fn run_until(
         self,
@@ -285,7 +345,7 @@ impl Node {
     /// interrupts what still runs after `drain_grace`, and releases every
     /// paused or interrupted attempt. The report lists what is unfinished.
     pub async fn shutdown(self) -> Result<NodeReport, NodeError> {
-        self.stop.stop();
+        self.begin_drain();
         let (_, drained) = tokio::join!(self.scanning, self.running);
         let drain = drained.map_err(NodeError::RunnerTask)?;
         Ok(NodeReport { drain })

@@ -35,6 +35,7 @@ mod fence;
 mod groups;
 #[cfg(test)]
 mod guards;
+mod metrics;
 mod model;
 mod quotas;
 mod read;
@@ -57,6 +58,9 @@ pub use backlog::{
 };
 pub use dialect::Dialect;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
+pub use metrics::{
+    ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,
+};
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use secrets::SecretView;

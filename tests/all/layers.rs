@@ -16,7 +16,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("effects", 2),
     ("registry", 3),
     ("lease", 3),
-    ("node", 4),
+    ("observe", 4),
+    ("node", 5),
 ];
 
 /// Macros exported at the crate root, by the module that defines them.

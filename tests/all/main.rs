@@ -61,6 +61,7 @@ mod hostile;
 mod layers;
 mod leases;
 mod ledger;
+mod metrics;
 mod migrations;
 mod node;
 mod procs;

@@ -27,6 +27,27 @@ pub enum BreakerState {
     HalfOpen { probe_in_flight: bool },
 }
 
+/// A breaker's state as an operator reads it (`paddock_breaker_state`:
+/// 0 closed, 1 half-open, 2 open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BreakerPhase {
+    Closed = 0,
+    HalfOpen = 1,
+    Open = 2,
+}
+
+impl BreakerPhase {
+    /// `state` at `now_ms`: an open breaker whose wait is over lets a probe
+    /// through, so it reads half-open.
+    pub fn of(state: BreakerState, now_ms: u64) -> Self {
+        match state {
+            BreakerState::Closed => Self::Closed,
+            BreakerState::Open { until_ms } if until_ms > now_ms => Self::Open,
+            BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => Self::HalfOpen,
+        }
+    }
+}
+
 /// What the breaker says to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
@@ -175,6 +196,21 @@ impl RateLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_breaker_whose_wait_is_over_reads_half_open() {
+        let open = BreakerState::Open { until_ms: 100 };
+        assert_eq!(BreakerPhase::of(open, 99), BreakerPhase::Open);
+        assert_eq!(BreakerPhase::of(open, 100), BreakerPhase::HalfOpen);
+        assert_eq!(
+            BreakerPhase::of(BreakerState::Closed, 0),
+            BreakerPhase::Closed
+        );
+        let probing = BreakerState::HalfOpen {
+            probe_in_flight: true,
+        };
+        assert_eq!(BreakerPhase::of(probing, 0), BreakerPhase::HalfOpen);
+    }
 
     fn config() -> BreakerConfig {
         BreakerConfig {

@@ -12,7 +12,7 @@ mod tickets;
 
 pub use recovery::{RecoveryGuard, RecoveryReport};
 
-use super::breaker::BreakerState;
+use super::breaker::{BreakerPhase, BreakerState};
 use super::classify;
 use super::http::HttpConnector;
 use super::protocol::{
@@ -347,6 +347,21 @@ impl EffectGateway {
     /// The breaker state of a connector in this process, if loaded.
     pub fn breaker_state(&self, connector: &str) -> Option<BreakerState> {
         self.connectors.breaker_state(connector)
+    }
+
+    /// Each connector loaded in this process with its breaker's state:
+    /// closed, open (refusing calls) or half-open (an open breaker whose
+    /// wait is over lets one probe through), for `/metrics`.
+    pub fn breaker_states(&self) -> Vec<(String, BreakerPhase)> {
+        let now = self.now_ms();
+        let mut states: Vec<_> = self
+            .connectors
+            .breaker_states()
+            .into_iter()
+            .map(|(name, state)| (name, BreakerPhase::of(state, now)))
+            .collect();
+        states.sort();
+        states
     }
 
     /// Tell the guest, opening the exception ticket first when the reply

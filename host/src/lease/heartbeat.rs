@@ -31,6 +31,7 @@
 //! as `lease_lost` with the reason.
 
 use super::RunnerConfig;
+use super::metrics::LeaseMetrics;
 use crate::model::LeaseRef;
 use crate::sandbox::{StopReason, StopSignal};
 use crate::store::{RunnerStore, Store, StoreError, StoreResult};
@@ -78,6 +79,8 @@ struct Table {
     /// registered so far, at most [`MAX_TICK`].
     tick_ms: AtomicU64,
     keeper: OnceLock<()>,
+    /// Renewal latency and leases given up, for `/metrics`.
+    metrics: LeaseMetrics,
 }
 
 impl Table {
@@ -86,6 +89,7 @@ impl Table {
             attempts: Mutex::default(),
             tick_ms: AtomicU64::new(MAX_TICK.as_millis() as u64),
             keeper: OnceLock::new(),
+            metrics: LeaseMetrics::default(),
         })
     }
 }
@@ -129,6 +133,12 @@ impl Heartbeats {
             store: Arc::new(store),
             table: Table::new(),
         })
+    }
+
+    /// The execution plane's instruments, shared with the runner these
+    /// heartbeats serve.
+    pub fn metrics(&self) -> &LeaseMetrics {
+        &self.table.metrics
     }
 
     /// Keep renewing `lease` until the returned handle is ended (or
@@ -232,10 +242,12 @@ async fn renew(
     every: Duration,
     progress: i64,
 ) {
+    let started = Instant::now();
     let renewed = tokio::time::timeout(every, store.lease_renew(&lease, lease_ms, progress)).await;
     let Some(table) = table.upgrade() else {
         return;
     };
+    table.metrics.renewed(started.elapsed());
     let mut attempts = table.attempts.lock().expect("heartbeat table");
     // Gone: the attempt ended while its renewal was in flight.
     let Some(kept) = attempts.get_mut(&lease.attempt_id) else {
@@ -264,6 +276,7 @@ async fn renew(
             );
             kept.stop.request(StopReason::LeaseLost);
             attempts.remove(&lease.attempt_id);
+            table.metrics.lease_given_up("lost");
             return;
         }
         Ok(Err(e)) => {
@@ -283,5 +296,6 @@ async fn renew(
         );
         kept.stop.request(StopReason::LeaseLost);
         attempts.remove(&lease.attempt_id);
+        table.metrics.lease_given_up("unconfirmed");
     }
 }

@@ -218,6 +218,11 @@ impl Runner {
         &self.config
     }
 
+    /// What this runner measures (claims, delays, renewals, lost leases).
+    pub fn metrics(&self) -> &super::metrics::LeaseMetrics {
+        self.heartbeats.metrics()
+    }
+
     /// Wake the loop now instead of at the next poll.
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -365,6 +370,7 @@ impl Runner {
                 now: None,
             })
             .await?;
+        self.metrics().claimed(&claims);
         let n = claims.len();
         for claim in claims {
             let permit = self
@@ -419,6 +425,7 @@ impl Runner {
             }
         }
         let (report, policy, breaker_wait_ms) = self.run_guest(&claim, &lease, &stop).await;
+        self.metrics().attempt_ended(&stop);
         self.fuel.add(&claim.tenant, report.fuel_used);
         let budget = self.budget(&claim, &report).await;
         let decision = decide_end(EndInputs {

@@ -7,7 +7,9 @@ use super::wit::types::Control;
 pub use crate::model::StopReason;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 /// The future of one host call that waits on I/O. Boxed so the trait stays
 /// object-safe (the runner hands the sandbox an `Arc<dyn AttemptServices>`).
@@ -61,12 +63,17 @@ impl AttemptServices for NoServices {
 }
 
 /// Set by the runner (heartbeat failures, pause, cancel), read by the guest's
-/// host calls and by the epoch callback.
+/// host calls and by the epoch callback. Also remembers when the commit gate
+/// closed, so the runner can tell how long a guest took to stop after its
+/// lease was lost (`paddock_lost_lease_stop_seconds`).
 #[derive(Debug, Default)]
-pub struct StopSignal(AtomicU8);
+pub struct StopSignal(AtomicU8, OnceLock<Instant>);
 
 impl StopSignal {
     pub fn request(&self, reason: StopReason) {
+        if reason == StopReason::LeaseLost {
+            self.1.get_or_init(Instant::now);
+        }
         let code = match reason {
             StopReason::Pause => 1,
             StopReason::Cancel => 2,
@@ -98,6 +105,11 @@ impl StopSignal {
     /// count (a shutdown interrupts the guest but leaves the gate open).
     pub fn gate_closed(&self) -> bool {
         self.reason() == Some(StopReason::LeaseLost)
+    }
+
+    /// How long ago the commit gate closed (the lease was lost), if it did.
+    pub fn lease_lost_for(&self) -> Option<Duration> {
+        self.1.get().map(Instant::elapsed)
     }
 
     /// The control answer for the guest's next safe point.
@@ -140,7 +152,9 @@ mod tests {
         s.request(StopReason::Shutdown);
         assert_eq!(s.interrupting(), Some(StopReason::Shutdown));
         assert!(!s.gate_closed());
+        assert_eq!(s.lease_lost_for(), None);
         s.request(StopReason::LeaseLost);
         assert!(s.gate_closed());
+        assert!(s.lease_lost_for().is_some());
     }
 }

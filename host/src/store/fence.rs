@@ -26,12 +26,13 @@
 //!
 //! A fenced write that touches zero rows is turned into an error by one
 //! translator per kind of lease: [`Store::lease_lost`] (reads what the
-//! trigger holds now, counts `stale_token_rejections`, and returns
+//! trigger holds now, counts `stale_token_rejections` and
+//! `stale_token_rejections:<kind of write>`, and returns
 //! [`StoreError::LeaseLost`]`{ expected, found }`) and [`Store::shard_lost`]
 //! (counts `stale_shard_generation_rejections`, returns
 //! [`StoreError::ShardLost`]).
 
-use super::{Store, StoreError};
+use super::{STALE_TOKEN_KIND_PREFIX, Store, StoreError};
 use crate::model::{LeaseRef, ShardLease};
 
 /// `<t>.id = <id> AND <t>.fencing_token = <token> AND <t>.state = 'running'`:
@@ -77,6 +78,13 @@ macro_rules! shard_fence {
 }
 pub(crate) use shard_fence;
 
+/// A write's name as a counter and label suffix: `result commit` →
+/// `result_commit`. The names are the translators' callers' literals, a
+/// bounded set.
+fn write_kind(what: &str) -> String {
+    what.replace(' ', "_")
+}
+
 impl Store {
     /// The translator for a trigger-lease write that touched zero rows:
     /// reads what the trigger holds now, counts the stale write, logs it,
@@ -93,11 +101,17 @@ impl Store {
             Ok(found) => found,
             Err(e) => return e.into(),
         };
-        if let Err(e) = self
-            .counter_add_in(self.pool(), "stale_token_rejections", 1)
-            .await
+        // The total and the kind of write, in one statement
+        // (`stale_token_rejections:heartbeat`: `/metrics` labels by kind).
+        if let Err(e) = sqlx::query(self.sql(
+            "INSERT INTO counters (name, value) VALUES ('stale_token_rejections', 1), (?, 1) \
+             ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+        ))
+        .bind(format!("{STALE_TOKEN_KIND_PREFIX}{}", write_kind(what)))
+        .execute(self.pool())
+        .await
         {
-            return e;
+            return e.into();
         }
         let (found, state) = match found {
             Some((token, state)) => (Some(token.into()), state.parse().ok()),

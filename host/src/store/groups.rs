@@ -10,7 +10,6 @@ use crate::model::ResourceGroup;
 use crate::model::group::{
     Capacity, OBSERVATION_WINDOW_MS, Observed, TenantQuota, effective_concurrency,
 };
-use crate::trigger_state;
 
 /// Attempts the moving window looks back over at most: the newest this
 /// many (by id, a primary-key range), of which those of the group that

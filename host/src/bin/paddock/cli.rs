@@ -206,6 +206,11 @@ struct ServeArgs {
     pool_high_water: f64,
     #[arg(long, default_value_t = 0.7)]
     pool_low_water: f64,
+    /// Serve `/metrics` (Prometheus text), `/healthz` and `/readyz` on this
+    /// address (e.g. 0.0.0.0:9464; port 0 picks a free one, printed at
+    /// start). Off unless given.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
@@ -485,6 +490,7 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
     };
     config.sandbox.cache_dir = cache_dir();
     config.guest_threads = args.guest_threads;
+    config.metrics = args.metrics;
     Ok(config)
 }
 
@@ -521,15 +527,18 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         config.scanner.owner,
         node.shards()
     );
-    let report = node
-        .run_until(async {
-            shutdown.await;
-            eprintln!(
-                "paddock serve: draining (no new claims; attempts in flight have {drain_timeout:?} \
-                 to finish, then checkpoint and pause)"
-            );
-        })
-        .await?;
+    if let Some(addr) = node.metrics_addr() {
+        // Tests read this line for the port the OS chose.
+        eprintln!("paddock serve: metrics and health on http://{addr}");
+    }
+    shutdown.await;
+    // /readyz answers 503 before the line says so.
+    node.begin_drain();
+    eprintln!(
+        "paddock serve: draining (no new claims; attempts in flight have {drain_timeout:?} \
+         to finish, then checkpoint and pause)"
+    );
+    let report = node.shutdown().await?;
     print::drain_report(&report.drain);
     anchors.finish().await;
     eprintln!("paddock serve: stopped");

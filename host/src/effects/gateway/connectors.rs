@@ -139,4 +139,14 @@ impl Connectors {
             .get(name)
             .map(|live| live.breaker_state())
     }
+
+    /// Every loaded connector's breaker state, by name.
+    pub(super) fn breaker_states(&self) -> Vec<(String, BreakerState)> {
+        self.live
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(name, live)| (name.clone(), live.breaker_state()))
+            .collect()
+    }
 }

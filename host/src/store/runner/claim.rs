@@ -179,7 +179,7 @@ macro_rules! running_rows {
         concat!(
             $t,
             "state = ",
-            trigger_state!(running),
+            $crate::trigger_state!(running),
             " AND ",
             $t,
             "lease_until IS NOT NULL"
