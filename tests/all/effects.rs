@@ -811,6 +811,11 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
         ("local:alice", original)
     );
     assert!(entry.detail.contains("customer cancelled"));
+    assert!(
+        entry.detail.contains("payload_digest") && !entry.detail.contains("amount"),
+        "the payload is audited as a digest only: {}",
+        entry.detail
+    );
 
     // The compensation itself cannot be compensated.
     let out = paddock("alice", "order-5/undo", "order-5/undo/undo", "again");

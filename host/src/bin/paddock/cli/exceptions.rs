@@ -10,6 +10,7 @@ use paddock::model::identity::local_actor;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{ConnectorRecord, NewTrigger};
+use sha2::{Digest, Sha256};
 
 #[derive(Subcommand)]
 pub enum ConnectorCmd {
@@ -319,9 +320,13 @@ async fn compensate(
             actor,
             "effect.compensate",
             request.original,
+            // What was asked, with the payload as a digest: a payload may
+            // carry what no audit entry may print (as `trigger.run`'s params).
             serde_json::json!({
                 "reason": request.reason, "job": request.job, "trigger_id": trigger.id,
-                "new_trigger": created, "params": params,
+                "new_trigger": created, "connector": original.connector,
+                "action": request.action, "key": request.key,
+                "payload_digest": hex::encode(Sha256::digest(request.payload.as_bytes())),
             }),
         )
         .await?;
