@@ -59,6 +59,10 @@ pub struct NodeConfig {
     /// Connections in the heartbeats' own pool, on their own runtime, so
     /// neither busy guests nor a busy main pool delay renewals. Default 2.
     pub heartbeat_connections: u32,
+    /// Connections in the main pool at most. Default `None`: the store's
+    /// default (16 on PostgreSQL, 8 on SQLite). Processes sharing one
+    /// PostgreSQL server must fit in its `max_connections` together.
+    pub db_connections: Option<u32>,
     /// How often effects whose outcome is unknown are resolved by key.
     /// Default 30 s.
     pub recovery_every: Duration,
@@ -83,6 +87,7 @@ impl NodeConfig {
     /// | `sandbox` | [`SandboxConfig::default`]: 128 instances, 1 GiB ceiling, no code cache |
     /// | `guest_threads` | `None`: every core but one |
     /// | `heartbeat_connections` | 2 |
+    /// | `db_connections` | `None`: the store's default |
     /// | `govern_every` | 5 s |
     /// | `recovery_every` | 30 s |
     /// | `recovery_limit` | 1000 |
@@ -100,6 +105,7 @@ impl NodeConfig {
             sandbox: SandboxConfig::default(),
             guest_threads: None,
             heartbeat_connections: 2,
+            db_connections: None,
             recovery_every: Duration::from_secs(30),
             recovery_limit: 1000,
             govern_every: Duration::from_secs(5),
@@ -201,7 +207,7 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
     {
         return Err(NodeError::GuestThreads);
     }
-    let store = Store::open(&config.database_url)
+    let store = Store::open_with(&config.database_url, config.db_connections)
         .await
         .map_err(|error| NodeError::Open {
             url: config.database_url.clone(),

@@ -10,7 +10,7 @@
 
 use crate::ledger::put_gate;
 use crate::ledger::{Ledger, connector, effect, put};
-use crate::procs::{PgServer, Proc, eventually};
+use crate::procs::{PgServer, Proc, eventually, eventually_or};
 use crate::{Db, TestHost};
 use paddock::store::prelude::*;
 use serde_json::{Value, json};
@@ -224,9 +224,10 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     println!("stale writer: A stopped outside a transaction after {retries} retries");
     let paused = Instant::now();
     let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
-    let done = eventually(
+    let done = eventually_or(
         Duration::from_secs(60),
         "B completes the trigger",
+        || logs(&[&a, &b]),
         || async {
             let tr = host.store.trigger_get(t.id).await.unwrap();
             (tr.state == "succeeded").then_some(tr)
@@ -263,18 +264,20 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     // A wakes up. Its request is still parked, so the attempt is still in
     // its effect call: the first write it makes is its heartbeat.
     a.signal("CONT");
-    eventually(
+    eventually_or(
         Duration::from_secs(30),
         "A's heartbeat is refused",
+        || logs(&[&a, &b]),
         || async { (counter(&host, "stale_token_rejections").await >= 1).then_some(()) },
     )
     .await;
     // Now the parked request (token 77) reaches the ledger, which has seen
     // 78 for this resource: refused, and A's outcome write is refused too.
     ledger.release(key).await;
-    eventually(
+    eventually_or(
         Duration::from_secs(30),
         "A gives up its attempt",
+        || logs(&[&a, &b]),
         || async {
             a.stderr()
                 .contains("commit gate closed; result discarded")

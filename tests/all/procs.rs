@@ -41,9 +41,14 @@ impl Proc {
     }
 
     /// `paddock serve --runner-id NAME` with the given extra flags.
+    /// `paddock serve` as runner `name`, with [`SERVE_DB_CONNECTIONS`]
+    /// unless `flags` say otherwise.
     pub fn serve(name: &str, url: &str, dir: &Path, flags: &[&str]) -> Self {
         let mut args = vec!["serve", "--runner-id", name];
         args.extend_from_slice(flags);
+        if !flags.contains(&"--db-connections") {
+            args.extend_from_slice(&["--db-connections", SERVE_DB_CONNECTIONS]);
+        }
         Self::spawn(name, url, dir, &args)
     }
 
@@ -120,6 +125,41 @@ where
             return value;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Main-pool connections of each `paddock serve` a test starts. Two tests
+/// run at once, each with up to three processes beside its own store, on
+/// one PostgreSQL server whose `max_connections` is 100 by default: at the
+/// default 16 (+ 6 hot, + 2 + 2 for heartbeats) a pair of multi-process
+/// tests could exhaust the server, and a runner refused a connection
+/// misses its heartbeats (CI saw it: "heartbeat timed out" three times,
+/// then "pool timed out" on the other runner).
+pub const SERVE_DB_CONNECTIONS: &str = "6";
+
+/// As [`eventually`], but a timeout panics with `context()` too (the
+/// processes' logs, say), so a failure on a loaded machine explains itself.
+pub async fn eventually_or<T, F, Fut>(
+    timeout: Duration,
+    what: &str,
+    context: impl Fn() -> String,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            context()
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

@@ -206,6 +206,11 @@ struct ServeArgs {
     pool_high_water: f64,
     #[arg(long, default_value_t = 0.7)]
     pool_low_water: f64,
+    /// Database connections in this process's main pool at most (default:
+    /// 16 on PostgreSQL, 8 on SQLite). On PostgreSQL every process's pools
+    /// together must fit in the server's `max_connections`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    db_connections: Option<u32>,
     /// Serve `/metrics` (Prometheus text), `/healthz` and `/readyz` on this
     /// address (e.g. 0.0.0.0:9464; port 0 picks a free one, printed at
     /// start). Off unless given.
@@ -491,6 +496,7 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
     config.sandbox.cache_dir = cache_dir();
     config.guest_threads = args.guest_threads;
     config.metrics = args.metrics;
+    config.db_connections = args.db_connections;
     Ok(config)
 }
 
