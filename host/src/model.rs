@@ -14,6 +14,7 @@
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
+//! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
 
@@ -32,6 +33,7 @@ pub mod review;
 pub mod secret;
 pub mod shares;
 pub mod state;
+pub mod tickets;
 pub mod time;
 pub mod units;
 

@@ -46,6 +46,7 @@ pub use runner::hot_statements;
 mod scheduler;
 mod secrets;
 mod sqlite_writer;
+mod tickets;
 mod tokens;
 mod wake;
 

@@ -502,17 +502,90 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     }
 
     // A person decides the undecidable one: new facts plus an audit entry.
-    let done = host
+    // Marking an effect succeeded is high-risk, so it takes two people: one
+    // proposes (nothing changes yet), the same person cannot approve it
+    // (not even through a token), a second one does.
+    let id = tickets[0].id;
+    let proposed = host
         .store
         .exception_resolve(
-            tickets[0].id,
+            id,
             "mark_succeeded",
-            "ops-alice",
+            "local:ops-alice",
             "ledger console shows RES-9 reserved",
         )
         .await
         .unwrap();
+    assert_eq!(
+        (proposed.state.as_str(), proposed.proposed_action.as_deref()),
+        ("open", Some("mark_succeeded"))
+    );
+    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    assert_eq!(rec.state, "unknown", "a proposal changes no effect");
+    let refused = host
+        .store
+        .exception_approve(id, "token:ops-alice", "looks right")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("two-person rule"), "{refused}");
+    let resolve_again = host
+        .store
+        .exception_resolve(id, "mark_failed", "local:ops-bob", "no")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(resolve_again.contains("awaits approval"), "{resolve_again}");
+    // Withdrawn, the ticket is open as before; proposed again, it waits again.
+    let withdrawn = host
+        .store
+        .exception_reject(id, "local:ops-bob", "ask the ledger team first")
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            withdrawn.state.as_str(),
+            withdrawn.proposed_action.as_deref()
+        ),
+        ("open", None)
+    );
+    host.store
+        .exception_resolve(
+            id,
+            "mark_succeeded",
+            "local:ops-alice",
+            "ledger team agrees",
+        )
+        .await
+        .unwrap();
+    let done = host
+        .store
+        .exception_approve(id, "local:ops-bob", "checked the console too")
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.state.as_str(), done.resolved_by.as_deref()),
+        ("resolved", Some("local:ops-bob"))
+    );
     assert_ne!(done.before_digest, done.after_digest);
+    let audit = host.store.audit_list().await.unwrap();
+    let steps: Vec<_> = audit
+        .iter()
+        .filter(|e| e.subject == format!("exception:{id}"))
+        .map(|e| (e.actor.as_str(), e.action.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("paddock", "exception.open"),
+            ("local:ops-alice", "exception.propose"),
+            ("local:ops-bob", "exception.reject"),
+            ("local:ops-alice", "exception.propose"),
+            ("local:ops-bob", "exception.approve")
+        ]
+    );
+    let approval: Value = serde_json::from_str(&audit.last().unwrap().detail).unwrap();
+    assert_eq!(approval["proposed_by"], "local:ops-alice", "{approval}");
     let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
     assert_eq!(rec.state, "succeeded");
     assert_eq!(rec.resolved_by, Some(format!("ticket:{}", tickets[0].id)));

@@ -45,7 +45,8 @@ pub(crate) use connector_columns;
 macro_rules! exception_columns {
     () => {
         "id, kind, subject, trigger_id, effect_key, evidence, allowed_actions, state, resolution, \
-         resolved_by, reason, before_digest, after_digest, created_at, resolved_at"
+         resolved_by, reason, before_digest, after_digest, created_at, resolved_at, \
+         proposed_action, proposed_by, proposed_reason, proposed_at"
     };
 }
 pub(crate) use exception_columns;

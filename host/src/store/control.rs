@@ -3,7 +3,7 @@
 //! connectors, manual triggers, approvals and cancels, exception-ticket
 //! resolutions — each committed with its audit entry in one transaction.
 
-use super::columns::{connector_columns, effect_columns, exception_columns};
+use super::columns::connector_columns;
 use super::dialect::now_ms;
 use super::*;
 use crate::model::caps::OutputCaps;
@@ -44,11 +44,6 @@ pub(super) const APPROVE: &str = concat!(
     " WHERE id = ? AND state = ",
     trigger_state!(manual)
 );
-
-fn row_digest(effect: &Option<EffectRecord>) -> String {
-    let value = serde_json::to_value(effect).unwrap_or_default();
-    hex::encode(Sha256::digest(canonical_json(&value).as_bytes()))
-}
 
 #[async_trait]
 impl ControlStore for Store {
@@ -494,9 +489,8 @@ impl ControlStore for Store {
         Ok(())
     }
 
-    /// Resolve an open ticket with one of its allowed actions. Writes the
-    /// new facts on the effect (never deleting the record), the ticket's
-    /// before/after digests, and an audit entry — in one transaction.
+    /// Resolve an open ticket with one of its allowed actions (a
+    /// high-risk one is proposed instead: see [`super::tickets`]).
     async fn exception_resolve(
         &self,
         id: i64,
@@ -504,73 +498,7 @@ impl ControlStore for Store {
         actor: &str,
         reason: &str,
     ) -> StoreResult<ExceptionRecord> {
-        if actor.trim().is_empty() || reason.trim().is_empty() {
-            return Err(StoreError::Conflict(
-                "resolving an exception needs an actor and a reason".into(),
-            ));
-        }
-        let (mut tx, _turn) = self.begin_write().await?;
-        let ticket: ExceptionRecord = sqlx::query_as(self.sql(concat!(
-            "SELECT ",
-            exception_columns!(),
-            " FROM exceptions WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("exception {id}")))?;
-        if ticket.state != "open" {
-            return Err(StoreError::Conflict(format!(
-                "exception {id} is already {} ({} by {})",
-                ticket.state,
-                ticket.resolution.as_deref().unwrap_or("?"),
-                ticket.resolved_by.as_deref().unwrap_or("?")
-            )));
-        }
-        if !ticket.allowed().iter().any(|a| a == action) {
-            return Err(StoreError::Conflict(format!(
-                "action '{action}' is not allowed for exception {id}; allowed: {}",
-                ticket.allowed().join(", ")
-            )));
-        }
-        let before = self
-            .effect_in(&mut tx, ticket.effect_key.as_deref())
-            .await?;
-        if let Some(key) = &ticket.effect_key {
-            self.apply_ticket_action(&mut tx, id, key, action).await?;
-        }
-        let after = self
-            .effect_in(&mut tx, ticket.effect_key.as_deref())
-            .await?;
-        let (before_digest, after_digest) = (row_digest(&before), row_digest(&after));
-        sqlx::query(self.sql(concat!(
-            "UPDATE exceptions SET state = 'resolved', resolution = ?, resolved_by = ?, reason = ?, \
-             before_digest = ?, after_digest = ?, resolved_at = ",
-            now_ms!(),
-            " WHERE id = ? AND state = 'open'"
-        )))
-        .bind(action)
-        .bind(actor)
-        .bind(reason)
-        .bind(&before_digest)
-        .bind(&after_digest)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        self.audit_append(
-            &mut tx,
-            actor,
-            "exception.resolve",
-            &format!("exception:{id}"),
-            serde_json::json!({
-                "kind": ticket.kind, "subject": ticket.subject, "action": action,
-                "reason": reason, "effect_key": ticket.effect_key,
-                "before_digest": before_digest, "after_digest": after_digest,
-            }),
-        )
-        .await?;
-        tx.commit().await?;
-        self.exception_get(id).await
+        self.ticket_resolve(id, action, actor, reason).await
     }
 }
 
@@ -585,46 +513,6 @@ struct NewVersion<'a> {
 }
 
 impl Store {
-    /// The new fact a ticket's action writes on its effect (never a
-    /// delete): marked succeeded or failed by a person, or a fresh send
-    /// budget under the same key.
-    async fn apply_ticket_action(
-        &self,
-        tx: &mut Tx,
-        id: i64,
-        key: &str,
-        action: &str,
-    ) -> StoreResult<()> {
-        let by = format!("ticket:{id}");
-        let sql = match action {
-            "mark_succeeded" => Some(concat!(
-                "UPDATE effects SET state = 'succeeded', resolved_by = ?, updated_at = ",
-                now_ms!(),
-                " WHERE idempotency_key = ?"
-            )),
-            "mark_failed" => Some(concat!(
-                "UPDATE effects SET state = 'failed', resolved_by = ?, updated_at = ",
-                now_ms!(),
-                " WHERE idempotency_key = ?"
-            )),
-            // A fresh send budget; the same key keeps the downstream idempotent.
-            "resend" => Some(concat!(
-                "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?, updated_at = ",
-                now_ms!(),
-                " WHERE idempotency_key = ?"
-            )),
-            _ => None,
-        };
-        if let Some(sql) = sql {
-            sqlx::query(self.sql(sql))
-                .bind(&by)
-                .bind(key)
-                .execute(&mut **tx)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// A person's manual run, audited with who asked (params only as a
     /// digest: they may carry what an audit entry must not).
     async fn audit_manual_run(
@@ -768,17 +656,5 @@ impl Store {
         .execute(&mut **tx)
         .await?;
         Ok(())
-    }
-
-    async fn effect_in(&self, tx: &mut Tx, key: Option<&str>) -> StoreResult<Option<EffectRecord>> {
-        let Some(key) = key else { return Ok(None) };
-        Ok(sqlx::query_as(self.sql(concat!(
-            "SELECT ",
-            effect_columns!(),
-            " FROM effects WHERE idempotency_key = ?"
-        )))
-        .bind(key)
-        .fetch_optional(&mut **tx)
-        .await?)
     }
 }

@@ -294,6 +294,13 @@ pub struct ExceptionRecord {
     pub after_digest: Option<String>,
     pub created_at: i64,
     pub resolved_at: Option<i64>,
+    /// A high-risk action one operator proposed, awaiting a second's
+    /// approval (the two-person rule, `model::tickets`); cleared when
+    /// rejected.
+    pub proposed_action: Option<String>,
+    pub proposed_by: Option<String>,
+    pub proposed_reason: Option<String>,
+    pub proposed_at: Option<i64>,
 }
 
 impl ExceptionRecord {

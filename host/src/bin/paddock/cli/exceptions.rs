@@ -9,7 +9,7 @@ use paddock::effects::EffectGateway;
 use paddock::model::identity::local_actor;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
-use paddock::store::{ConnectorRecord, NewTrigger};
+use paddock::store::{ConnectorRecord, ExceptionRecord, NewTrigger};
 use sha2::{Digest, Sha256};
 
 #[derive(Subcommand)]
@@ -112,12 +112,28 @@ pub enum ExceptionsCmd {
     /// Show one ticket with its evidence and allowed actions.
     Show { id: i64 },
     /// Resolve a ticket with one of its allowed actions; needs --actor
-    /// (global) and --reason. Writes new facts and an audit entry.
+    /// (global) and --reason. Writes new facts and an audit entry. A
+    /// high-risk action (resend, mark_succeeded) is proposed instead and
+    /// runs when a different operator approves it (two-person rule).
     Resolve {
         id: i64,
         /// mark_succeeded | mark_failed | resend | dismiss (as allowed).
         #[arg(long)]
         action: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Approve the action another operator proposed on a ticket; it runs
+    /// now. Needs --actor (not the proposer) and --reason; audited.
+    Approve {
+        id: i64,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Withdraw the action proposed on a ticket; the ticket stays open.
+    /// Needs --actor and --reason; audited.
+    Reject {
+        id: i64,
         #[arg(long)]
         reason: String,
     },
@@ -286,6 +302,15 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
     Ok(())
 }
 
+/// Refuse the default actor, which names no one (`--actor` unset:
+/// `local:cli`): `what` needs a person on record.
+fn need_person(actor: &str, what: &str) -> anyhow::Result<()> {
+    if actor == local_actor("cli") || actor.trim_start_matches("local:").trim().is_empty() {
+        bail!("{what} needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
+    }
+    Ok(())
+}
+
 /// `effects compensate`: checked like a guest's compensation, audited with
 /// the actor and reason, then run as an ordinary trigger.
 async fn compensate(
@@ -293,10 +318,7 @@ async fn compensate(
     actor: &str,
     request: CompensateRequest<'_>,
 ) -> anyhow::Result<i64> {
-    // The default actor names no one (`--actor` unset: `local:cli`).
-    if actor == local_actor("cli") || actor.trim_start_matches("local:").trim().is_empty() {
-        bail!("an operator's compensation needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
-    }
+    need_person(actor, "an operator's compensation")?;
     if request.reason.trim().is_empty() {
         bail!("an operator's compensation needs --reason");
     }
@@ -344,28 +366,7 @@ struct CompensateRequest<'a> {
 
 pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
-        ExceptionsCmd::List { all } => {
-            let tickets = host
-                .store
-                .exceptions_list(if all { None } else { Some("open") })
-                .await?;
-            println!(
-                "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  allowed",
-                "id", "kind", "state", "subject", "trigger", "created"
-            );
-            for t in tickets {
-                println!(
-                    "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  {}",
-                    t.id,
-                    t.kind,
-                    t.state,
-                    t.subject,
-                    t.trigger_id.map(|i| i.to_string()).unwrap_or_default(),
-                    rfc3339(from_millis(t.created_at)),
-                    t.allowed().join(",")
-                );
-            }
-        }
+        ExceptionsCmd::List { all } => list_tickets(host, all).await?,
         ExceptionsCmd::Show { id } => {
             let t = host.store.exception_get(id).await?;
             println!("exception {} ({}) — {}", t.id, t.kind, t.state);
@@ -384,6 +385,17 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
             }
             println!("created:  {}", rfc3339(from_millis(t.created_at)));
             println!("allowed:  {}", t.allowed().join(", "));
+            if let (Some(action), "open") = (&t.proposed_action, t.state.as_str()) {
+                println!(
+                    "proposed: {} by {} at {} — {} (awaiting a second operator's approval)",
+                    action,
+                    t.proposed_by.as_deref().unwrap_or("?"),
+                    t.proposed_at
+                        .map(|at| rfc3339(from_millis(at)))
+                        .unwrap_or_default(),
+                    t.proposed_reason.as_deref().unwrap_or("")
+                );
+            }
             if t.state == "resolved" {
                 println!(
                     "resolved: {} by {} at {} — {}",
@@ -404,24 +416,80 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
             println!("evidence:\n{}", serde_json::to_string_pretty(&evidence)?);
         }
         ExceptionsCmd::Resolve { id, action, reason } => {
-            if actor == "cli" {
-                bail!(
-                    "resolving an exception needs a person: pass --actor NAME (or PADDOCK_ACTOR)"
-                );
-            }
+            need_person(actor, "resolving an exception")?;
             let t = host
                 .store
                 .exception_resolve(id, &action, actor, &reason)
                 .await?;
+            print_resolution(&t);
+        }
+        ExceptionsCmd::Approve { id, reason } => {
+            need_person(actor, "approving an exception's action")?;
+            print_resolution(&host.store.exception_approve(id, actor, &reason).await?);
+        }
+        ExceptionsCmd::Reject { id, reason } => {
+            need_person(actor, "rejecting an exception's proposed action")?;
+            let t = host.store.exception_reject(id, actor, &reason).await?;
             println!(
-                "exception {} resolved: {} by {} (effect digest {} -> {})",
-                t.id,
-                action,
-                actor,
-                t.before_digest.as_deref().unwrap_or("-"),
-                t.after_digest.as_deref().unwrap_or("-")
+                "exception {}: proposal withdrawn; the ticket stays open",
+                t.id
             );
         }
+    }
+    Ok(())
+}
+
+/// One line on what a resolve or an approval did: resolved, or proposed
+/// and awaiting a second operator.
+fn print_resolution(t: &ExceptionRecord) {
+    match (&t.proposed_action, t.state.as_str()) {
+        (Some(action), "open") => println!(
+            "exception {}: '{}' proposed by {}; high-risk, so it runs when a different operator \
+             approves it: paddock --actor NAME exceptions approve {} --reason \"...\"",
+            t.id,
+            action,
+            t.proposed_by.as_deref().unwrap_or("?"),
+            t.id
+        ),
+        _ => println!(
+            "exception {} resolved: {} by {} (effect digest {} -> {})",
+            t.id,
+            t.resolution.as_deref().unwrap_or("?"),
+            t.resolved_by.as_deref().unwrap_or("?"),
+            t.before_digest.as_deref().unwrap_or("-"),
+            t.after_digest.as_deref().unwrap_or("-")
+        ),
+    }
+}
+
+/// `exceptions list`: one line per ticket, with the proposal awaiting
+/// approval in place of the allowed actions.
+async fn list_tickets(host: &Host, all: bool) -> anyhow::Result<()> {
+    let tickets = host
+        .store
+        .exceptions_list(if all { None } else { Some("open") })
+        .await?;
+    println!(
+        "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  allowed",
+        "id", "kind", "state", "subject", "trigger", "created"
+    );
+    for t in tickets {
+        println!(
+            "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  {}",
+            t.id,
+            t.kind,
+            t.state,
+            t.subject,
+            t.trigger_id.map(|i| i.to_string()).unwrap_or_default(),
+            rfc3339(from_millis(t.created_at)),
+            match &t.proposed_action {
+                Some(action) if t.state == "open" => format!(
+                    "awaiting approval: {action} (proposed by {})",
+                    t.proposed_by.as_deref().unwrap_or("?")
+                ),
+                _ => t.allowed().join(","),
+            }
+        );
     }
     Ok(())
 }
