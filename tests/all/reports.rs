@@ -153,8 +153,14 @@ async fn the_incident_report_splits_86_affected_triggers_and_closes_91_86_percen
         let ok = end(TriggerState::Succeeded, 1, 1);
         store.attempt_finish(&b[id], &ok).await.unwrap();
     }
-    for id in &ids[50..68] {
-        let refused = store.checkpoint_save(&a[id], b"old").await;
+    for (i, id) in ids[50..68].iter().enumerate() {
+        // Half of the old writers save a checkpoint, half start an effect.
+        let refused = if i < 9 {
+            store.checkpoint_save(&a[id], b"old").await.map(|_| ())
+        } else {
+            let key = format!("stale-{id}");
+            store.effect_intent(&a[id], &effect(&key)).await.map(|_| ())
+        };
         assert!(
             matches!(refused, Err(StoreError::LeaseLost { .. })),
             "{refused:?}"
@@ -202,14 +208,21 @@ async fn the_incident_report_splits_86_affected_triggers_and_closes_91_86_percen
         store.attempt_finish(&b[id], &failed).await.unwrap();
     }
 
-    let stale: i64 = sqlx::query_scalar(store.sql(
-        "SELECT count(*) FROM stale_writes WHERE kind = 'checkpoint' AND fencing_token = 1 \
-         AND found_token = 2",
+    let stale: Vec<(String, i64)> = sqlx::query_as(store.sql(
+        "SELECT kind, count(*) FROM stale_writes WHERE fencing_token = 1 AND found_token = 2 \
+         AND (kind = 'checkpoint' OR idempotency_key LIKE 'stale-%') GROUP BY kind ORDER BY kind",
     ))
-    .fetch_one(store.pool())
+    .fetch_all(store.pool())
     .await
     .unwrap();
-    assert_eq!(stale, 18, "each refusal is recorded with both tokens");
+    assert_eq!(
+        stale,
+        [
+            ("checkpoint".to_string(), 9),
+            ("effect_intent".to_string(), 9)
+        ],
+        "each refusal is recorded with both tokens, an effect's with its key"
+    );
 
     let (since, until) = (t0 - 1_000, t0 + 3 * LEASE);
     let q = ReportQuery {
@@ -336,6 +349,26 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
         .await;
     assert!(refused.unwrap_err().to_string().contains("--cpu-second"));
     assert_eq!(store.prices().await.unwrap().retry, 0.05, "nothing set");
+
+    // The command line: an admin's price, audited as local:ACTOR; a bad
+    // value named and nothing set.
+    let set = ["--actor", "alice", "price", "set", "--manual-touch", "5"];
+    let (code, text, err) = paddock(&h.url, &set);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("manual-touch") && text.contains('5'),
+        "{text}"
+    );
+    let entry = store.audit_list().await.unwrap().pop().unwrap();
+    assert_eq!(
+        (entry.action.as_str(), entry.actor.as_str()),
+        ("price.set", "local:alice")
+    );
+    let bad = ["price", "set", "--manual-touch", "1", "--retry=-1"];
+    let (code, _, err) = paddock(&h.url, &bad);
+    assert_ne!(code, 0);
+    assert!(err.contains("--retry: -1 is not a price"), "{err}");
+    assert_eq!(store.prices().await.unwrap().manual_touch, 5.0);
 
     let q = ReportQuery {
         since: t0 - 1_000,
@@ -527,4 +560,17 @@ async fn json_logs_carry_the_trigger_the_token_and_a_params_digest_never_the_par
         recorded >= 1,
         "the refusal is recorded for the incident report"
     );
+
+    // The incident report sees the real refusal: the success completed,
+    // the taken-over trigger's old token was refused.
+    let args = ["report", "incident", "--since", "1h", "--format", "json"];
+    let (code, json, err) = paddock(&h.url, &args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (v["affected"].as_i64(), v["completed"].as_i64()),
+        (Some(2), Some(1)),
+        "{json}"
+    );
+    assert_eq!(v["stale_refused"], 1, "{json}");
 }
