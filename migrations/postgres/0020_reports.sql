@@ -13,6 +13,8 @@ CREATE TABLE stale_writes (
 CREATE INDEX stale_writes_at ON stale_writes (at);
 CREATE INDEX stale_writes_trigger ON stale_writes (trigger_id);
 
+ALTER TABLE effects ADD COLUMN unknown_at BIGINT;
+
 CREATE TABLE unit_prices (
     name    TEXT PRIMARY KEY CHECK (name IN ('fuel_per_cpu_second', 'cpu_second', 'gb_second',
                 'storage_gb', 'downstream_call', 'retry', 'compensation', 'manual_touch')),

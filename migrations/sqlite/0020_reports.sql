@@ -22,6 +22,15 @@ CREATE TABLE stale_writes (
 CREATE INDEX stale_writes_at ON stale_writes (at);
 CREATE INDEX stale_writes_trigger ON stale_writes (trigger_id);
 
+-- When an effect's outcome first became unknown: its answer was lost
+-- (settled `unknown`), or it was settled later by a query by key or by the
+-- recovery scanner (an `intent` left by an attempt that is gone). Kept
+-- through a later resend and settle, so the incident report counts an
+-- unknown that was resolved by resending it. NULL: never unknown (or
+-- settled before 0020). Written in the settle/recover statements that
+-- already write the row; no index (the report reaches effects by trigger).
+ALTER TABLE effects ADD COLUMN unknown_at INTEGER;
+
 -- Unit prices for `paddock report cost`, set by an admin (`paddock price
 -- set`, audited `price.set`). One row per priced unit; a unit without a row
 -- costs 0. `fuel_per_cpu_second` is not a price but the conversion of

@@ -119,7 +119,11 @@ impl EffectStore for Store {
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
-            " WHERE idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
+            ", unknown_at = CASE WHEN unknown_at IS NULL AND (?1 = 'unknown' OR ?5 = 'query') \
+               THEN ",
+            now_ms!(),
+            " ELSE unknown_at END \
+             WHERE idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
                AND fencing_token <= ?8 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?7", token = "?8"),
@@ -181,7 +185,9 @@ impl EffectStore for Store {
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
-            " WHERE idempotency_key = ?6 AND fencing_token = ?7 AND state IN ('intent', 'unknown') \
+            ", unknown_at = coalesce(unknown_at, ",
+            now_ms!(),
+            ") WHERE idempotency_key = ?6 AND fencing_token = ?7 AND state IN ('intent', 'unknown') \
                AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = effects.trigger_id \
                    AND t.state = ",
             trigger_state!(running),

@@ -53,13 +53,16 @@ impl std::str::FromStr for CostBy {
     }
 }
 
-/// An effect whose answer was lost: still `unknown`, an `intent` whose
-/// attempt is gone, or settled later by a query by key, the recovery
-/// scanner or a ticket.
+/// An effect whose answer was lost: marked when it became unknown
+/// (`unknown_at`, migration 0020: settled `unknown`, or by a query by key or
+/// the recovery scanner — kept through a resend), still `unknown`, settled
+/// by a ticket, or an `intent` whose attempt is gone; `resolved_by` also
+/// catches rows settled before 0020.
 macro_rules! unknown_effect {
     () => {
         concat!(
-            "(e.state = 'unknown' OR e.resolved_by = 'query' OR e.resolved_by = 'recovery' \
+            "(e.unknown_at IS NOT NULL OR e.state = 'unknown' \
+             OR e.resolved_by = 'query' OR e.resolved_by = 'recovery' \
              OR e.resolved_by LIKE 'ticket:%' OR (e.state = 'intent' AND NOT EXISTS \
              (SELECT 1 FROM triggers r WHERE r.id = e.trigger_id AND r.state = ",
             trigger_state!(running),
