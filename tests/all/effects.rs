@@ -272,6 +272,26 @@ async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing
     assert_eq!(evidence["effect"]["state"], "succeeded");
     assert_eq!(evidence["trigger"]["id"], t2.id);
     assert!(evidence["detail"]["presented_digest"].is_string());
+    // `paddock report incident`: the first trigger completed, the second
+    // is a params conflict sent to people.
+    let everything = paddock::store::ReportQuery {
+        since: 0,
+        until: i64::MAX,
+        tenant: None,
+        group: None,
+    };
+    let facts = host.store.incident_facts(&everything).await.unwrap();
+    let incident = paddock::model::report::Incident::of(&facts);
+    assert_eq!(
+        (
+            incident.affected,
+            incident.completed,
+            incident.params_conflicts,
+            incident.to_people
+        ),
+        (2, 1, 1, 1),
+        "{facts:?}"
+    );
 
     // Resolution needs an actor and a reason, writes new facts and an audit
     // entry, and happens once.

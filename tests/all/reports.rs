@@ -6,10 +6,13 @@
 //! recorded in `stale_writes` by `Store::lease_lost`), effect intents and
 //! settles, the recovery scanner's compare-and-set, tickets opened as the
 //! gateway opens them — not by SQL inserts, and not by running 86 guests:
-//! each category is the store-level trace the real path leaves (the
-//! effects and faults suites prove the real paths leave them). The JSON
-//! log test runs a real `paddock serve` with real guests and a real
-//! takeover.
+//! each category is the store-level trace the real path leaves. Over real
+//! runs the report is checked too: the JSON log test here (a real `paddock
+//! serve`, real guests, a real takeover: completed + stale refused), and
+//! the ends of `effects::unknowns_at_drain_…` (unknown outcomes resolved by
+//! the recovery scanner and by resending, one still unknown) and
+//! `effects::a_params_digest_conflict_…` (a params conflict), with the
+//! reference ledger.
 
 use crate::procs::{Proc, eventually};
 use crate::{Db, TestHost};
