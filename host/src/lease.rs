@@ -28,6 +28,7 @@ pub mod group_commit;
 pub mod guest_runtime;
 pub mod heartbeat;
 pub mod high_water;
+mod log;
 pub mod metrics;
 pub mod runner;
 mod services;

@@ -14,6 +14,7 @@
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
+//! | `report.rs` | `paddock report`: incident classes and auto-closure, cost per correct result, conservation checks |
 //! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
@@ -28,6 +29,7 @@ pub mod grants;
 pub mod group;
 pub mod identity;
 pub mod plan;
+pub mod report;
 pub mod retry;
 pub mod review;
 pub mod secret;

@@ -32,6 +32,7 @@ mod control;
 pub mod dialect;
 mod effects;
 mod fence;
+mod fence_log;
 mod groups;
 #[cfg(test)]
 mod guards;
@@ -39,6 +40,7 @@ mod metrics;
 mod model;
 mod quotas;
 mod read;
+mod reports;
 mod roles;
 mod runner;
 #[doc(hidden)]
@@ -64,6 +66,7 @@ pub use metrics::{
 };
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
+pub use reports::{CostBy, ReportQuery};
 pub use secrets::SecretView;
 pub use tokens::{AuthError, IssuedToken, MAX_TOKEN_VALIDITY_MS, NewToken, TokenView};
 

@@ -272,6 +272,26 @@ async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing
     assert_eq!(evidence["effect"]["state"], "succeeded");
     assert_eq!(evidence["trigger"]["id"], t2.id);
     assert!(evidence["detail"]["presented_digest"].is_string());
+    // `paddock report incident`: the first trigger completed, the second
+    // is a params conflict sent to people.
+    let everything = paddock::store::ReportQuery {
+        since: 0,
+        until: i64::MAX,
+        tenant: None,
+        group: None,
+    };
+    let facts = host.store.incident_facts(&everything).await.unwrap();
+    let incident = paddock::model::report::Incident::of(&facts);
+    assert_eq!(
+        (
+            incident.affected,
+            incident.completed,
+            incident.params_conflicts,
+            incident.to_people
+        ),
+        (2, 1, 1, 1),
+        "{facts:?}"
+    );
 
     // Resolution needs an actor and a reason, writes new facts and an audit
     // entry, and happens once.
@@ -489,6 +509,32 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     assert_eq!(
         (tickets[0].kind.as_str(), tickets[0].effect_key.clone()),
         ("unknown_outcome", Some(key(9)))
+    );
+    // `paddock report incident` over this run: 10 affected, each an
+    // unknown outcome — 9 resolved succeeded (7 found by the recovery
+    // scanner, 2 found not committed and resent: `unknown_at` survives the
+    // resend), 1 still unknown and sent to people.
+    let everything = paddock::store::ReportQuery {
+        since: 0,
+        until: i64::MAX,
+        tenant: None,
+        group: None,
+    };
+    let facts = host.store.incident_facts(&everything).await.unwrap();
+    let incident = paddock::model::report::Incident::of(&facts);
+    assert_eq!(
+        (
+            incident.affected,
+            incident.unknown.total,
+            incident.to_people
+        ),
+        (10, 10, 1),
+        "{facts:?}"
+    );
+    assert_eq!(
+        (incident.unknown.succeeded, incident.unknown.still_unknown),
+        (9, 1),
+        "{facts:?}"
     );
     let stats = ledger.stats().await;
     assert_eq!(stats["applied"], 10, "{stats}");

@@ -67,6 +67,7 @@ mod node;
 mod procs;
 mod quotas;
 mod registration;
+mod reports;
 mod scheduler;
 mod scheduler_fencing;
 mod secrets;

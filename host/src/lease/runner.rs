@@ -408,11 +408,13 @@ impl Runner {
         let _registered = InFlight::register(self, claim.attempt_id, &stop);
         let lease = claim.lease(&self.config.runner_id);
         let mut summary = AttemptSummary::of(&claim);
+        super::log::claimed(&claim);
         match self.overlap_gate(&claim, &lease).await {
             Ok(None) => {}
             Ok(Some(outcome)) => {
                 summary.outcome = outcome.into();
                 summary.committed = true;
+                super::log::ended(&claim, &summary);
                 return summary;
             }
             Err(e) => {
@@ -438,6 +440,7 @@ impl Runner {
             park_unit: rand::random::<f64>(),
         });
         self.apply_end(decision, &lease, &mut summary).await;
+        super::log::ended(&claim, &summary);
         summary
     }
 

@@ -9,7 +9,7 @@
 
 use super::columns::{effect_columns, exception_columns};
 use super::dialect::now_ms;
-use super::fence::lease_fence;
+use super::fence::{EffectRef, lease_fence};
 use super::*;
 use crate::model::{LeaseRef, TriggerState, canonical_json};
 use crate::trigger_state;
@@ -53,7 +53,14 @@ impl EffectStore for Store {
         .await?;
         match row {
             Some(row) => Ok(row),
-            None => Err(self.effect_miss(lease, "effect intent").await),
+            None => {
+                let effect = EffectRef {
+                    key: &new.idempotency_key,
+                    request_id: Some(&new.request_id),
+                    params_digest: Some(&new.params_digest),
+                };
+                Err(self.effect_miss(lease, "effect intent", &effect).await)
+            }
         }
     }
 
@@ -88,7 +95,14 @@ impl EffectStore for Store {
         .await?;
         match row {
             Some(row) => Ok(row),
-            None => Err(self.effect_miss(lease, "effect intent").await),
+            None => {
+                let effect = EffectRef {
+                    key,
+                    request_id: Some(request_id),
+                    params_digest: Some(params_digest),
+                };
+                Err(self.effect_miss(lease, "effect intent", &effect).await)
+            }
         }
     }
 
@@ -105,7 +119,11 @@ impl EffectStore for Store {
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
-            " WHERE idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
+            ", unknown_at = CASE WHEN unknown_at IS NULL AND (?1 = 'unknown' OR ?5 = 'query') \
+               THEN ",
+            now_ms!(),
+            " ELSE unknown_at END \
+             WHERE idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
                AND fencing_token <= ?8 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?7", token = "?8"),
@@ -124,7 +142,14 @@ impl EffectStore for Store {
         .await?;
         match row {
             Some(row) => Ok(row),
-            None => Err(self.effect_miss(lease, "effect outcome").await),
+            None => {
+                let effect = EffectRef {
+                    key,
+                    request_id: None,
+                    params_digest: None,
+                };
+                Err(self.effect_miss(lease, "effect outcome", &effect).await)
+            }
         }
     }
 
@@ -160,7 +185,9 @@ impl EffectStore for Store {
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
-            " WHERE idempotency_key = ?6 AND fencing_token = ?7 AND state IN ('intent', 'unknown') \
+            ", unknown_at = coalesce(unknown_at, ",
+            now_ms!(),
+            ") WHERE idempotency_key = ?6 AND fencing_token = ?7 AND state IN ('intent', 'unknown') \
                AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = effects.trigger_id \
                    AND t.state = ",
             trigger_state!(running),
@@ -232,7 +259,12 @@ impl EffectStore for Store {
 impl Store {
     /// A zero-row fenced write: stale token (counted, `LeaseLost`) or a
     /// record that changed under us (`Conflict`).
-    async fn effect_miss(&self, lease: &LeaseRef, what: &str) -> StoreError {
+    async fn effect_miss(
+        &self,
+        lease: &LeaseRef,
+        what: &str,
+        effect: &EffectRef<'_>,
+    ) -> StoreError {
         let current: Option<(i64, String)> = match sqlx::query_as(
             self.sql("SELECT fencing_token, state FROM triggers WHERE id = ?"),
         )
@@ -257,7 +289,7 @@ impl Store {
                 {
                     return e;
                 }
-                self.lease_lost(lease, what).await
+                self.lease_lost_with(lease, what, Some(effect)).await
             }
         }
     }

@@ -32,6 +32,8 @@
 //! (counts `stale_shard_generation_rejections`, returns
 //! [`StoreError::ShardLost`]).
 
+use super::dialect::now_ms;
+pub(crate) use super::fence_log::{EffectRef, FenceRefusal};
 use super::{STALE_TOKEN_KIND_PREFIX, Store, StoreError};
 use crate::model::{LeaseRef, ShardLease};
 
@@ -87,12 +89,24 @@ fn write_kind(what: &str) -> String {
 
 impl Store {
     /// The translator for a trigger-lease write that touched zero rows:
-    /// reads what the trigger holds now, counts the stale write, logs it,
-    /// and returns [`StoreError::LeaseLost`] — or the database's error if
-    /// even that read fails.
+    /// reads what the trigger holds now, counts the stale write, records
+    /// it (`stale_writes`, for `paddock report incident`), logs it, and
+    /// returns [`StoreError::LeaseLost`] — or the database's error if even
+    /// that read fails.
     pub(crate) async fn lease_lost(&self, lease: &LeaseRef, what: &str) -> StoreError {
-        let found: Option<(i64, String)> = match sqlx::query_as(
-            self.sql("SELECT fencing_token, state FROM triggers WHERE id = ?"),
+        self.lease_lost_with(lease, what, None).await
+    }
+
+    /// [`Store::lease_lost`] for an effect write: the refusal names the
+    /// effect (its key, request id and params digest) too.
+    pub(crate) async fn lease_lost_with(
+        &self,
+        lease: &LeaseRef,
+        what: &str,
+        effect: Option<&EffectRef<'_>>,
+    ) -> StoreError {
+        let found: Option<(i64, String, String)> = match sqlx::query_as(
+            self.sql("SELECT fencing_token, state, plan_key FROM triggers WHERE id = ?"),
         )
         .bind(lease.trigger_id)
         .fetch_optional(self.pool())
@@ -113,24 +127,57 @@ impl Store {
         {
             return e.into();
         }
-        let (found, state) = match found {
-            Some((token, state)) => (Some(token.into()), state.parse().ok()),
-            None => (None, None),
+        if let Err(e) = self
+            .stale_write_record(lease, what, found.as_ref().map(|f| f.0), effect)
+            .await
+        {
+            return e;
+        }
+        let (found, state, plan_key) = match found {
+            Some((token, state, key)) => (Some(token.into()), state.parse().ok(), Some(key)),
+            None => (None, None, None),
         };
-        tracing::warn!(
-            trigger_id = lease.trigger_id,
-            expected = %lease.fencing_token,
-            found = ?found,
-            state = ?state,
-            owner = %lease.owner,
-            "stale {what} rejected"
-        );
+        let refusal = FenceRefusal {
+            lease,
+            kind: &write_kind(what),
+            plan_key: plan_key.as_deref(),
+            found,
+            state,
+            effect,
+        };
+        refusal.log(&format!("stale {what} rejected"));
         StoreError::LeaseLost {
             trigger_id: lease.trigger_id,
             expected: lease.fencing_token,
             found,
             state,
         }
+    }
+
+    /// One `stale_writes` row: the refusal, attributable to its trigger
+    /// and window. Written only on a refusal (never on the success path).
+    async fn stale_write_record(
+        &self,
+        lease: &LeaseRef,
+        what: &str,
+        found: Option<i64>,
+        effect: Option<&EffectRef<'_>>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO stale_writes (trigger_id, attempt_id, kind, fencing_token, found_token, \
+             idempotency_key, at) VALUES (?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ")"
+        )))
+        .bind(lease.trigger_id)
+        .bind(lease.attempt_id)
+        .bind(write_kind(what))
+        .bind(lease.fencing_token.get())
+        .bind(found)
+        .bind(effect.map(|e| e.key))
+        .execute(self.pool())
+        .await?;
+        Ok(())
     }
 
     /// The translator for a shard-lease write that touched zero rows:

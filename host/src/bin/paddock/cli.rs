@@ -8,6 +8,7 @@ mod demo;
 mod exceptions;
 mod groups;
 mod print;
+mod report;
 mod review;
 mod schedule;
 mod secrets;
@@ -49,8 +50,31 @@ pub struct Cli {
     /// are recorded as `token:NAME`).
     #[arg(long, global = true, env = "PADDOCK_ACTOR", default_value = "cli")]
     actor: String,
+    /// Log lines on stderr: `text`, or `json` (one object per line, the
+    /// fields at the top level; levels from PADDOCK_LOG).
+    #[arg(
+        long,
+        global = true,
+        env = "PADDOCK_LOG_FORMAT",
+        default_value = "text",
+        value_enum
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Cli {
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 // Parsed once per process: `group set`'s many flags cost nothing worth a box.
@@ -81,6 +105,13 @@ enum Command {
     /// oldest due age, arrival and success rates over a window, the drain
     /// ETA (or "not recovering"), open tickets.
     Status(status::StatusArgs),
+    /// Reports: an incident window, cost per correct result,
+    /// conservation checks.
+    #[command(subcommand)]
+    Report(report::ReportCmd),
+    /// Set and list the unit prices of `report cost` (admin, audited).
+    #[command(subcommand)]
+    Price(report::PriceCmd),
     /// Read and verify the audit log.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
@@ -289,6 +320,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             status::run(args, &cli.database_url).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::Report(cmd) => return report::run(cmd, &cli.database_url).await,
         _ => cli,
     };
     let host = Host::open(&cli.database_url).await?;
@@ -314,10 +346,15 @@ async fn run(host: &Host, command: Command, actor: &str) -> anyhow::Result<ExitC
         Command::Trigger(cmd) => return trigger(host, cmd, actor).await,
         Command::Audit(cmd) => return audit::audit(host, cmd).await,
         Command::Token(cmd) => tokens::token(host, cmd, actor).await?,
+        Command::Price(cmd) => report::price(host, cmd, actor).await?,
         Command::Connector(cmd) => exceptions::connector(host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(host, cmd, actor).await?,
-        Command::Demo(_) | Command::Schedule(_) | Command::Serve(_) | Command::Status(_) => {
+        Command::Demo(_)
+        | Command::Schedule(_)
+        | Command::Serve(_)
+        | Command::Status(_)
+        | Command::Report(_) => {
             unreachable!("handled above")
         }
     }

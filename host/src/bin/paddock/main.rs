@@ -7,14 +7,23 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
-                .unwrap_or_else(|_| "paddock=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let args = cli::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+        .unwrap_or_else(|_| "paddock=warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format() {
+        // One JSON object per line, the event's fields at the top level
+        // (`trigger_id`, `plan_key`, ...), for log pipelines.
+        cli::LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+        cli::LogFormat::Text => logs.init(),
+    }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(cli::dispatch(args)) {
         Ok(code) => code,

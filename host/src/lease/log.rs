@@ -1,0 +1,73 @@
+//! The runner's structured lines for trigger state changes, one per
+//! change, so that `paddock serve --log-format json` gives a machine a
+//! line it can parse per change (DESIGN §9; issue 19 item 6). Fields, the
+//! same as a fenced write refusal's (`store/fence_log.rs`):
+//!
+//! | field | value |
+//! |---|---|
+//! | `event` | `trigger_claimed` (→ `running`), `trigger_state` (the attempt's end moved the trigger: `state` is where to), `attempt_ended` (it did not: the lease was lost, a write failed) |
+//! | `trigger_id`, `plan_key`, `job_id` | the trigger |
+//! | `attempt`, `attempt_no` | the attempt's id and number |
+//! | `fencing_token` | the attempt's token |
+//! | `params_digest` | SHA-256 of the trigger's params (never the params) |
+//! | `state` / `outcome` | the new state / what the runner recorded |
+//!
+//! Logged at `info`: `PADDOCK_LOG=paddock=info` shows them; a field's
+//! value is computed only when the line is enabled.
+
+use super::runner::AttemptSummary;
+use crate::model::Claim;
+use crate::model::plan::sha256_hex;
+
+/// A claim moved the trigger to `running`.
+pub(super) fn claimed(claim: &Claim) {
+    tracing::info!(
+        event = "trigger_claimed",
+        trigger_id = claim.trigger_id,
+        plan_key = %claim.plan_key,
+        job_id = %claim.job_id,
+        attempt = claim.attempt_id,
+        attempt_no = claim.attempt_no,
+        fencing_token = claim.fencing_token.get(),
+        params_digest = %sha256_hex(claim.params.as_bytes()),
+        state = "running",
+        "trigger claimed"
+    );
+}
+
+/// The attempt of `claim` ended as `summary` says.
+pub(super) fn ended(claim: &Claim, summary: &AttemptSummary) {
+    let state = moved_to(summary);
+    let event = if state.is_some() {
+        "trigger_state"
+    } else {
+        "attempt_ended"
+    };
+    tracing::info!(
+        event,
+        trigger_id = claim.trigger_id,
+        plan_key = %claim.plan_key,
+        job_id = %claim.job_id,
+        attempt = claim.attempt_id,
+        attempt_no = claim.attempt_no,
+        fencing_token = claim.fencing_token.get(),
+        params_digest = %sha256_hex(claim.params.as_bytes()),
+        state,
+        outcome = %summary.outcome,
+        error_class = summary.error_class.as_deref(),
+        "attempt ended: {}",
+        summary.outcome
+    );
+}
+
+/// The trigger's new state when the end moved it: back to `pending`
+/// (`released` from its checkpoint, `parked` behind an open breaker,
+/// `overlap_wait` behind older runs: each releases the lease), or the
+/// state committed.
+fn moved_to(summary: &AttemptSummary) -> Option<&str> {
+    match summary.outcome.as_str() {
+        "released" | "parked" | "overlap_wait" => Some("pending"),
+        committed if summary.committed => Some(committed),
+        _ => None,
+    }
+}
