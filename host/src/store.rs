@@ -41,6 +41,7 @@ mod quotas;
 mod read;
 mod roles;
 mod runner;
+mod scoped;
 #[doc(hidden)]
 pub use runner::hot_statements;
 mod scheduler;
