@@ -1030,6 +1030,10 @@ async fn the_command_line_prints_the_same_from_a_server_as_from_the_database(db:
         vec!["job", "show", "acme-job"],
         vec!["component", "list"],
         vec!["component", "inspect", api.acme.digest.as_str()],
+        vec!["effects", "list"],
+        vec!["exceptions", "list"],
+        vec!["exceptions", "list", "--all"],
+        vec!["audit", "list"],
     ] {
         let mut local = vec!["--database-url", url.as_str()];
         local.extend(&command);

@@ -2,9 +2,12 @@
 //! the same commands against a remote `paddock serve --api`, printed by the
 //! same [`print`] functions from the same structs, so the output is the
 //! local output. Remote so far: `trigger run|list|show|cancel|approve`,
-//! `job apply|list|show`, `component push|list|inspect`; any other command
-//! says it is not remote yet.
+//! `job apply|list|show`, `component push|list|inspect`, `effects list`,
+//! `exceptions list`, `audit list`; any other command says it is not
+//! remote yet.
 
+use super::audit::{AuditCmd, audit_lines};
+use super::exceptions::{EffectsCmd, ExceptionsCmd, effects_table, tickets_table};
 use super::{Command, ComponentCmd, JobCmd, TriggerCmd, print};
 use anyhow::{Context, anyhow, bail};
 use paddock::api::views::{TriggerRow, TriggerView};
@@ -12,14 +15,16 @@ use paddock::api::wire::{
     ApplyRequest, ApplyResponse, ApproveRequest, CancelRequest, Done, JobView, Page, PushResponse,
     RunRequest, RunResponse,
 };
+use paddock::model::audit::AuditEntry;
 use paddock::store::{ComponentRecord, JobRecord};
+use paddock::store::{EffectRecord, ExceptionRecord};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// The commands `--server` serves, for the refusal of the others.
 const REMOTE: &str = "trigger run|list|show|cancel|approve, job apply|list|show, \
-                      component push|list|inspect";
+                      component push|list|inspect, effects list, exceptions list, audit list";
 
 /// A client of one server with one token.
 struct Client {
@@ -119,6 +124,24 @@ pub async fn run(server: &str, token: Option<&str>, command: Command) -> anyhow:
         Command::Job(cmd) => job(&client, cmd).await?,
         Command::Component(ComponentCmd::Diff { .. }) => not_remote()?,
         Command::Component(cmd) => component(&client, cmd).await?,
+        Command::Effects(EffectsCmd::List { limit }) => {
+            let effects: Vec<EffectRecord> =
+                client.all("/v1/effects", limit.max(0) as usize).await?;
+            effects_table(&effects);
+        }
+        Command::Exceptions(ExceptionsCmd::List { all }) => {
+            let path = if all {
+                "/v1/tickets"
+            } else {
+                "/v1/tickets?state=open"
+            };
+            let tickets: Vec<ExceptionRecord> = client.all(path, usize::MAX).await?;
+            tickets_table(&tickets);
+        }
+        Command::Audit(AuditCmd::List) => {
+            let entries: Vec<AuditEntry> = client.all("/v1/audit", usize::MAX).await?;
+            audit_lines(&entries);
+        }
         _ => not_remote()?,
     }
     Ok(ExitCode::SUCCESS)
