@@ -252,12 +252,15 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("POST", "/v1/tickets/{id}/resolve", ".OA."),
     ("GET", "/v1/status", "TOAR"),
     ("GET", "/v1/groups", "TOAR"),
+    ("GET", "/v1/groups/{name}", "TOAR"),
     ("POST", "/v1/groups", "..A."),
     ("POST", "/v1/groups/{name}/grants", "..A."),
     ("GET", "/v1/tenants", "TOAR"),
     ("PUT", "/v1/tenants/{tenant}", "..A."),
     ("GET", "/v1/connectors", "TOAR"),
     ("PUT", "/v1/connectors/{name}", "..A."),
+    ("PUT", "/v1/connectors/{name}/secret", "..A."),
+    ("DELETE", "/v1/connectors/{name}/secret", "..A."),
     ("GET", "/v1/connectors/secrets", "..A."),
     ("GET", "/v1/tokens", "..A."),
     ("POST", "/v1/tokens", "..A."),
@@ -383,7 +386,7 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
     let manifest = |id: &str, tenant: &str, digest: &str| json!({ "manifest": format!("id = \"{id}\"\ntenant = \"{tenant}\"\ncomponent = \"sha256:{digest}\"\n") });
     // Every route (its template first), with globex's rows and valid
     // bodies, as acme.
-    let walk: Vec<(&str, &str, String, Send, Expect)> = vec![
+    let mut walk: Vec<(&str, &str, String, Send, Expect)> = vec![
         (
             "GET",
             "/v1/openapi.json",
@@ -619,6 +622,29 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
             Denied,
         ),
     ];
+    walk.extend([
+        (
+            "GET",
+            "/v1/groups/{name}",
+            "/v1/groups/default".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "PUT",
+            "/v1/connectors/{name}/secret",
+            "/v1/connectors/c/secret".into(),
+            Send::Json(json!({ "value": "x" })),
+            Denied,
+        ),
+        (
+            "DELETE",
+            "/v1/connectors/{name}/secret",
+            "/v1/connectors/c/secret".into(),
+            Send::Nothing,
+            Denied,
+        ),
+    ]);
     let walked: BTreeSet<(&str, &str)> = walk.iter().map(|(m, t, ..)| (*m, *t)).collect();
     let routes: BTreeSet<(&str, &str)> = MATRIX.iter().map(|(m, t, _)| (*m, *t)).collect();
     assert_eq!(walked, routes, "the walk covers every route");
@@ -985,7 +1011,43 @@ async fn writes_through_the_api_are_audited_as_the_token(db: Db) {
         "{shown}"
     );
     assert!(!shown.to_string().contains("hunter2"), "{shown}");
+    // An admin sets a connector and its credential; no answer, list or
+    // audit entry carries the value.
+    let connector = json!({
+        "name": "ledger", "kind": "http", "base_url": "http://127.0.0.1:9/v1",
+        "timeout_ms": 1000, "permits": 4, "rate_per_sec": 0.0, "compares_tokens": false,
+        "queryable": false, "idempotent": true, "breaker_failure_rate": 0.5,
+        "breaker_min_calls": 10, "breaker_window_ms": 10000, "breaker_open_ms": 5000,
+    });
+    let (status, answer) = api
+        .call(
+            "PUT",
+            "/v1/connectors/ledger",
+            Some("admin"),
+            Send::Json(connector),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = api
+        .call(
+            "PUT",
+            "/v1/connectors/ledger/secret",
+            Some("admin"),
+            Send::Json(json!({ "value": "s3cr3t-value" })),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(!answer.to_string().contains("s3cr3t"), "{answer}");
+    let (_, listed) = api.get("/v1/connectors/secrets", "admin").await;
+    assert_eq!(listed[0]["connector"], "ledger", "{listed}");
+    assert!(!listed.to_string().contains("s3cr3t"), "{listed}");
     let audit = api.host.store.audit_list().await.unwrap();
+    assert!(audit.iter().all(|e| !e.detail.contains("s3cr3t")));
+    let set = audit
+        .iter()
+        .find(|e| e.action.starts_with("connector.secret"))
+        .unwrap();
+    assert_eq!(set.actor, "token:admin");
     for action in ["trigger.run", "trigger.cancel", "component.push"] {
         let entry = audit
             .iter()

@@ -4,9 +4,12 @@
 //! says which.
 
 use super::extract::{ApiJson, ApiPath};
-use super::wire::{GrantRequest, GroupsRequest, TenantRequest, TokenRequest, TokenResponse};
+use super::wire::{
+    GrantRequest, GroupsRequest, SecretRequest, TenantRequest, TokenRequest, TokenResponse,
+};
 use super::{ApiError, ApiState, Caller};
 use crate::model::group::TenantQuota;
+use crate::model::secret::ConnectorSecret;
 use crate::model::units;
 use crate::store::{ConnectorRecord, ControlStore, NewToken};
 use axum::Json;
@@ -104,6 +107,40 @@ pub async fn tenant_put(
     };
     api.registry.tenant_put(&quota, &caller.actor()).await?;
     Ok(Json(quota))
+}
+
+/// `PUT /v1/connectors/{name}/secret`: set or rotate its credential.
+pub async fn secret_set(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<SecretRequest>,
+) -> Answer<serde_json::Value> {
+    let secret = match &request.header {
+        Some(header) => ConnectorSecret::header(header, request.value.trim()),
+        None => ConnectorSecret::bearer(&request.value),
+    }
+    .map_err(ApiError::bad_request)?;
+    api.store
+        .connector_secret_set(&name, Some(&secret), &caller.actor())
+        .await?;
+    Ok(Json(
+        serde_json::json!({ "connector": name, "secret": secret.to_string() }),
+    ))
+}
+
+/// `DELETE /v1/connectors/{name}/secret`.
+pub async fn secret_clear(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+) -> Answer<serde_json::Value> {
+    api.store
+        .connector_secret_set(&name, None, &caller.actor())
+        .await?;
+    Ok(Json(
+        serde_json::json!({ "connector": name, "secret": null }),
+    ))
 }
 
 /// `PUT /v1/connectors/{name}`: the whole connector (`paddock connector

@@ -6,7 +6,7 @@
 
 use super::extract::{ApiPath, ApiQuery, PageQuery, after_id, check_limit, page};
 use super::views::{TriggerRow, TriggerView, trigger_rows, trigger_view};
-use super::wire::{JobView, Page, VerifyResponse};
+use super::wire::{GroupView, JobView, Page, VerifyResponse};
 use super::{ApiError, ApiState, Caller};
 use crate::model::ResourceGroup;
 use crate::model::audit::AuditEntry;
@@ -183,6 +183,25 @@ pub async fn ticket(
 
 pub async fn groups(State(api): State<ApiState>) -> Answer<Vec<ResourceGroup>> {
     Ok(Json(api.store.groups_list().await?))
+}
+
+/// `paddock group show`'s facts: the group, what its attempts measured in
+/// the last minute, what claims enforce and how many run.
+pub async fn group(
+    State(api): State<ApiState>,
+    ApiPath(name): ApiPath<String>,
+) -> Answer<GroupView> {
+    let not_found = || ApiError::not_found(format!("group '{name}' not found"));
+    let group = api.store.group_get(&name).await?.ok_or_else(not_found)?;
+    let load = api.store.group_load(&name).await?.ok_or_else(not_found)?;
+    let observed = api.store.group_observed(&name, 60_000).await?;
+    Ok(Json(GroupView {
+        group,
+        observed,
+        running: load.running,
+        effective_concurrency: load.effective_concurrency,
+        effective_binding: load.effective_binding,
+    }))
 }
 
 pub async fn tenants(State(api): State<ApiState>) -> Answer<Vec<TenantQuota>> {

@@ -83,12 +83,15 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/status", Some(Read), "Per group: running / limit, backlog, rates, drain ETA, tickets", &["window", "group", "tenant"], Body::None, get(reads::status)),
     // Shared configuration.
     route!("GET" "/v1/groups", Some(Read), "Resource groups", &[], Body::None, get(reads::groups)),
+    route!("GET" "/v1/groups/{name}", Some(Read), "A group: limits, what its attempts measured, what claims enforce", &[], Body::None, get(reads::group)),
     route!("POST" "/v1/groups", Some(ManageGroups), "Apply a groups file", &[], Json("GroupsRequest"), post(admin::groups_apply)),
     route!("POST" "/v1/groups/{name}/grants", Some(ManageGroups), "Add and remove a group's grants", &[], Json("GrantRequest"), post(admin::group_grant)),
     route!("GET" "/v1/tenants", Some(Read), "Tenants' weights and quotas", &[], Body::None, get(reads::tenants)),
     route!("PUT" "/v1/tenants/{tenant}", Some(ManageGroups), "Set a tenant's weight and quotas", &[], Json("TenantRequest"), put(admin::tenant_put)),
     route!("GET" "/v1/connectors", Some(Read), "Connectors", &[], Body::None, get(reads::connectors)),
     route!("PUT" "/v1/connectors/{name}", Some(ManageConnectors), "Create or change a connector", &[], Json("ConnectorRecord"), put(admin::connector_put)),
+    route!("PUT" "/v1/connectors/{name}/secret", Some(ManageConnectors), "Set or rotate a connector's credential (shown by fingerprint only)", &[], Json("SecretRequest"), put(admin::secret_set)),
+    route!("DELETE" "/v1/connectors/{name}/secret", Some(ManageConnectors), "Clear a connector's credential", &[], Body::None, delete(admin::secret_clear)),
     route!("GET" "/v1/connectors/secrets", Some(ManageConnectors), "Connector secrets by fingerprint (never a value)", &[], Body::None, get(reads::secrets)),
     // Tokens.
     route!("GET" "/v1/tokens", Some(ManageTokens), "API tokens (no text, no hash)", &[], Body::None, get(reads::tokens)),

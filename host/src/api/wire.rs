@@ -154,6 +154,38 @@ pub struct TenantRequest {
     pub fuel_per_hour: Option<i64>,
 }
 
+/// `PUT /v1/connectors/{name}/secret`: a bearer token, or any header's
+/// value. Stored; never shown again (answers and the audit log carry its
+/// fingerprint).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRequest {
+    /// `None`: `Authorization: Bearer <value>`.
+    #[serde(default)]
+    pub header: Option<String>,
+    pub value: String,
+}
+
+// By hand: the value must not reach a log through `{:?}`.
+impl std::fmt::Debug for SecretRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretRequest")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `GET /v1/groups/{name}`: the group, what its attempts measured, and
+/// what claims enforce now.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupView {
+    pub group: crate::model::ResourceGroup,
+    pub observed: crate::model::group::Observed,
+    pub running: i64,
+    pub effective_concurrency: i64,
+    pub effective_binding: String,
+}
+
 /// `GET /v1/audit/verify`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyResponse {
