@@ -840,6 +840,15 @@ async fn bad_input_gets_a_clear_4xx_and_stores_nothing(db: Db) {
             "trigger 999999",
         ),
         (
+            "DELETE",
+            "/v1/triggers",
+            Some("admin"),
+            Send::Nothing,
+            405,
+            "method_not_allowed",
+            "does not take DELETE",
+        ),
+        (
             "POST",
             "/v1/triggers",
             None,

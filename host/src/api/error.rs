@@ -8,6 +8,7 @@
 //! | `forbidden` | 403 | the token's role may not do this, or it names another tenant |
 //! | `not_found` | 404 | no such row (or another tenant's) |
 //! | `no_route` | 404 | no such endpoint |
+//! | `method_not_allowed` | 405 | the endpoint does not take this method |
 //! | `conflict` | 409 | the state does not allow it (a finished trigger's cancel, a name taken) |
 //! | `payload_too_large` | 413 | over the body limit |
 //! | `unsupported_media_type` | 415 | a JSON body without `Content-Type: application/json` |

@@ -122,7 +122,21 @@ pub fn router(state: ApiState) -> Router {
         }
         router = router.route(route.path, handler);
     }
-    router.fallback(no_route).with_state(state)
+    router
+        .method_not_allowed_fallback(wrong_method)
+        .fallback(no_route)
+        .with_state(state)
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take {method}; GET /v1/openapi.json lists its methods",
+            uri.path()
+        ),
+    )
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {
