@@ -41,13 +41,21 @@ pub async fn trigger_row(store: &Store, trigger: TriggerRecord) -> StoreResult<T
     })
 }
 
+/// Rows of a page: the tenants' quotas and the groups' states behind the
+/// waiting reasons are read once per page ([`Store::wait_reasons`]).
 pub async fn trigger_rows(
     store: &Store,
     triggers: Vec<TriggerRecord>,
 ) -> StoreResult<Vec<TriggerRow>> {
+    let reasons = store.wait_reasons(&triggers).await?;
     let mut rows = Vec::with_capacity(triggers.len());
-    for t in triggers {
-        rows.push(trigger_row(store, t).await?);
+    for (trigger, waiting) in triggers.into_iter().zip(reasons) {
+        let last_attempt = store.attempts_for(trigger.id).await?.pop();
+        rows.push(TriggerRow {
+            trigger: redacted(trigger),
+            last_attempt,
+            waiting,
+        });
     }
     Ok(rows)
 }
