@@ -683,6 +683,18 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
     assert_eq!(status, 200);
 }
 
+/// A bad request: method, path, token, body; the status, code and a word
+/// the message must contain.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Send,
+    u16,
+    &'a str,
+    &'a str,
+);
+
 db_test!(bad_input_gets_a_clear_4xx_and_stores_nothing);
 async fn bad_input_gets_a_clear_4xx_and_stores_nothing(db: Db) {
     let mut api = start(db).await;
@@ -701,7 +713,7 @@ async fn bad_input_gets_a_clear_4xx_and_stores_nothing(db: Db) {
     let audit_before = store.audit_list().await.unwrap().len();
 
     let raw = |text: &str| Send::Raw("application/json", text.as_bytes().to_vec());
-    let cases: Vec<(&str, &str, Option<&str>, Send, u16, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/v1/triggers",
