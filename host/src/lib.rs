@@ -27,6 +27,9 @@
 //! - [`observe`]: what operators see of a node — `/metrics` (cluster-wide
 //!   figures from the database, per-process ones from the planes) and the
 //!   `/healthz` / `/readyz` probes.
+//! - [`api`]: the HTTP admin API (`paddock serve --api ADDR`): the
+//!   command line's reads and writes for tokens with roles, each team
+//!   token held to its tenant in the SQL it runs.
 //! - [`node`]: one process's scanner, runner, heartbeats, effect recovery
 //!   and wake-ups composed and started together; `paddock serve` and
 //!   in-process tests run the same node.
@@ -35,12 +38,13 @@
 //! modules (`src/bin/paddock/`), over this crate's public API.
 //!
 //! Layers, lowest first: `model`; `store`, `sandbox`; `schedule`,
-//! `effects`; `registry`, `lease`; `observe`; `node`. A module imports only lower
+//! `effects`; `registry`, `lease`; `observe`, `api`; `node`. A module imports only lower
 //! layers (`tests/all/layers.rs`).
 //!
 //! The database decides every identity; memory only makes things faster.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod effects;
 pub mod lease;
 pub mod model;

@@ -20,13 +20,17 @@
 //! - with `metrics` set, `/metrics`, `/healthz` and `/readyz` are served
 //!   from before [`start`] returns until the node is gone; `/readyz`
 //!   answers 503 from the moment the drain begins;
+//! - with `api` set, the HTTP admin API ([`crate::api`]) is served on its
+//!   own listener from before [`start`] returns until the node is gone;
 //! - a [`Node`] dropped without [`Node::shutdown`] still stops its loops (they
 //!   drain in the background on the runtime they were started on).
 
+use crate::api::{ApiServer, ApiState};
 use crate::effects::{EffectGateway, RecoveryGuard};
 use crate::lease::governor::{Gauges, GovernorGuard, spawn_governor};
 use crate::lease::{DrainReport, Heartbeats, Runner, RunnerConfig, guest_runtime};
 use crate::observe::{Draining, MetricsServer, Observer};
+use crate::registry::Registry;
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::schedule::scanner::{Scanner, ScannerConfig};
 use crate::store::{ReadStore, Store, StoreError, WakeListener};
@@ -75,6 +79,9 @@ pub struct NodeConfig {
     /// ([`crate::observe`]); port 0 lets the OS choose (read it back with
     /// [`Node::metrics_addr`]). Default `None`: no listener.
     pub metrics: Option<SocketAddr>,
+    /// Where to serve the HTTP admin API ([`crate::api`]); port 0 lets the
+    /// OS choose ([`Node::api_addr`]). Default `None`: no API.
+    pub api: Option<SocketAddr>,
 }
 
 impl NodeConfig {
@@ -92,6 +99,7 @@ impl NodeConfig {
     /// | `recovery_every` | 30 s |
     /// | `recovery_limit` | 1000 |
     /// | `metrics` | `None`: no metrics or health listener |
+    /// | `api` | `None`: no admin API |
     pub fn new(database_url: impl Into<String>) -> Self {
         let runner = RunnerConfig::default();
         let scanner = ScannerConfig {
@@ -110,6 +118,7 @@ impl NodeConfig {
             recovery_limit: 1000,
             govern_every: Duration::from_secs(5),
             metrics: None,
+            api: None,
         }
     }
 
@@ -148,6 +157,9 @@ pub enum NodeError {
     /// The metrics listener could not be bound.
     #[error("listening for metrics on {addr}: {error}")]
     Metrics { addr: SocketAddr, error: String },
+    /// The API listener could not be bound.
+    #[error("listening for the API on {addr}: {error}")]
+    Api { addr: SocketAddr, error: String },
     /// The runner's task panicked or was cancelled: no drain report.
     #[error("runner task failed: {0}")]
     RunnerTask(tokio::task::JoinError),
@@ -177,6 +189,8 @@ pub struct Node {
     draining: Draining,
     /// Serves until the node is gone (through the drain).
     metrics: Option<MetricsServer>,
+    /// Serves until the node is gone.
+    api: Option<ApiServer>,
 }
 
 /// Sends the stop signal when dropped, so a node that is dropped, or whose
@@ -219,6 +233,10 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         .await
         .map_err(NodeError::Heartbeats)?;
     let effects = EffectGateway::new(store.clone());
+    let api = match config.api {
+        Some(addr) => Some(serve_api(addr, &store, &sandbox).await?),
+        None => None,
+    };
     let runner = Runner::with_parts(
         std::sync::Arc::new(store.clone()),
         sandbox,
@@ -277,7 +295,26 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         _wakes: wakes,
         draining,
         metrics,
+        api,
     })
+}
+
+/// Bind `addr` and serve the admin API on it.
+async fn serve_api(
+    addr: SocketAddr,
+    store: &Store,
+    sandbox: &Arc<Sandbox>,
+) -> Result<ApiServer, NodeError> {
+    let failed = |error: std::io::Error| NodeError::Api {
+        addr,
+        error: error.to_string(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(failed)?;
+    let state = ApiState {
+        store: store.clone(),
+        registry: Registry::new(store.clone(), sandbox.clone()),
+    };
+    ApiServer::start(listener, state).map_err(failed)
 }
 
 /// Bind `addr` and serve the node's metrics and health on it.
@@ -326,6 +363,12 @@ impl Node {
     /// bound before [`start`] returns.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(MetricsServer::addr)
+    }
+
+    /// Where the admin API is served, if it is: bound before [`start`]
+    /// returns.
+    pub fn api_addr(&self) -> Option<SocketAddr> {
+        self.api.as_ref().map(ApiServer::addr)
     }
 
     /// Start draining without waiting: `/readyz` answers 503 from now on,

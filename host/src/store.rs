@@ -43,6 +43,7 @@ mod read;
 mod reports;
 mod roles;
 mod runner;
+mod scoped;
 #[doc(hidden)]
 pub use runner::hot_statements;
 mod scheduler;

@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("registry", 3),
     ("lease", 3),
     ("observe", 4),
+    ("api", 4),
     ("node", 5),
 ];
 

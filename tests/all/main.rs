@@ -45,6 +45,7 @@ macro_rules! db_test {
     };
 }
 
+mod api;
 mod audit;
 mod bad_input;
 mod capabilities;

@@ -35,7 +35,7 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 pub const KEY_BYTES: usize = 32;
 
 /// One audit entry as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct AuditEntry {
     pub seq: i64,
     pub at: i64,

@@ -131,7 +131,7 @@ pub fn decide_apply(
 }
 
 /// What applying a plan did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum ApplyOutcome {
     Created { version: u32, digest: String },

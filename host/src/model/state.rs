@@ -36,7 +36,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A trigger's state, as stored in `triggers.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TriggerState {
     /// Due at `next_run_at`; claimable from then on.

@@ -35,6 +35,19 @@ pub async fn capacity_now(
 }
 
 /// What claims enforce for a group now, and how many of its triggers run.
+/// A tenant's quota row as [`Store::wait_reason`] reads it: max in flight,
+/// manual triggers per minute, why it is held, its running count.
+type Quota = (Option<i64>, Option<i64>, Option<String>, i64);
+
+/// What one [`Store::wait_reasons`] call read once: the clock, each
+/// tenant's quota, each group's hold and load.
+#[derive(Default)]
+struct WaitMemo {
+    now: Option<i64>,
+    tenants: std::collections::HashMap<String, Option<Quota>>,
+    groups: std::collections::HashMap<String, (Option<String>, Option<GroupLoad>)>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct GroupLoad {
     pub effective_concurrency: i64,
@@ -136,21 +149,52 @@ impl Store {
     /// lane full, its tenant held over a quota or at its max in flight, or
     /// waiting its turn. `None` once it runs or ended.
     pub async fn wait_reason(&self, t: &TriggerRecord) -> StoreResult<Option<String>> {
+        self.wait_reason_in(t, &mut WaitMemo::default()).await
+    }
+
+    /// [`Store::wait_reason`] of several triggers (a page of a list), each
+    /// tenant's quota and each group's state read once for all of them.
+    pub async fn wait_reasons(
+        &self,
+        triggers: &[TriggerRecord],
+    ) -> StoreResult<Vec<Option<String>>> {
+        let mut memo = WaitMemo::default();
+        let mut reasons = Vec::with_capacity(triggers.len());
+        for t in triggers {
+            reasons.push(self.wait_reason_in(t, &mut memo).await?);
+        }
+        Ok(reasons)
+    }
+
+    async fn wait_reason_in(
+        &self,
+        t: &TriggerRecord,
+        memo: &mut WaitMemo,
+    ) -> StoreResult<Option<String>> {
         use crate::model::TriggerState::{Pending, RetryWait};
         if !matches!(t.state, Pending | RetryWait) {
             return Ok(None);
         }
-        let now = self.now_ms().await?;
-        type Quota = (Option<i64>, Option<i64>, Option<String>, i64);
-        let quota: Option<Quota> = sqlx::query_as(self.sql(concat!(
-            "SELECT max_in_flight, triggers_per_minute, held, (SELECT count(*) FROM triggers r \
-             WHERE ",
-            running_rows!("r."),
-            " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
-        )))
-        .bind(&t.tenant)
-        .fetch_optional(&self.pool)
-        .await?;
+        let now = match memo.now {
+            Some(now) => now,
+            None => *memo.now.insert(self.now_ms().await?),
+        };
+        let quota = match memo.tenants.get(&t.tenant) {
+            Some(quota) => quota.clone(),
+            None => {
+                let quota: Option<Quota> = sqlx::query_as(self.sql(concat!(
+                    "SELECT max_in_flight, triggers_per_minute, held, (SELECT count(*) FROM \
+                     triggers r WHERE ",
+                    running_rows!("r."),
+                    " AND r.tenant = w.tenant) FROM tenants w WHERE w.tenant = ?"
+                )))
+                .bind(&t.tenant)
+                .fetch_optional(&self.pool)
+                .await?;
+                memo.tenants.insert(t.tenant.clone(), quota.clone());
+                quota
+            }
+        };
         let (max_in_flight, per_minute, tenant_held, tenant_running) =
             quota.unwrap_or((None, None, None, 0));
         if t.next_run_at > now {
@@ -167,11 +211,20 @@ impl Store {
             }
             return Ok(Some(format!("not due until {at}")));
         }
-        let (held, _) = self.group_held(&t.resource_group).await?;
+        let (held, load) = match memo.groups.get(&t.resource_group) {
+            Some(group) => group.clone(),
+            None => {
+                let (held, _) = self.group_held(&t.resource_group).await?;
+                let load = self.load_of_group(&t.resource_group).await?;
+                memo.groups
+                    .insert(t.resource_group.clone(), (held.clone(), load.clone()));
+                (held, load)
+            }
+        };
         if let Some(why) = held {
             return Ok(Some(format!("group {} is held: {why}", t.resource_group)));
         }
-        if let Some(load) = self.load_of_group(&t.resource_group).await?
+        if let Some(load) = load
             && load.running >= load.effective_concurrency
         {
             return Ok(Some(format!(

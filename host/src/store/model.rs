@@ -7,7 +7,7 @@ use crate::model::TriggerState;
 use serde::Serialize;
 
 /// A stored component, without its bytes.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct ComponentRecord {
     pub digest: String,
     pub size_bytes: i64,
@@ -17,7 +17,7 @@ pub struct ComponentRecord {
 }
 
 /// A job and its newest version.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct JobRecord {
     pub job_id: String,
     pub tenant: String,
@@ -26,7 +26,7 @@ pub struct JobRecord {
 }
 
 /// One immutable plan version.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct PlanVersionRecord {
     pub job_id: String,
     pub version: i64,
@@ -39,7 +39,7 @@ pub struct PlanVersionRecord {
 }
 
 /// A trigger row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct TriggerRecord {
     pub id: i64,
     pub plan_key: String,
@@ -69,7 +69,7 @@ pub struct TriggerRecord {
 }
 
 /// An attempt row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct AttemptRecord {
     pub id: i64,
     pub trigger_id: i64,
@@ -228,7 +228,7 @@ pub struct ConnectorRecord {
 }
 
 /// One effect row.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct EffectRecord {
     pub id: i64,
     pub idempotency_key: String,
@@ -274,7 +274,7 @@ pub struct EffectOutcome {
 }
 
 /// An exception ticket.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct ExceptionRecord {
     pub id: i64,
     /// unknown_outcome | key_conflict | budget_exhausted | evidence_conflict

@@ -185,7 +185,8 @@ impl ReadStore for Store {
 
     async fn components_list(&self) -> StoreResult<Vec<ComponentRecord>> {
         Ok(sqlx::query_as(self.sql(
-            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components ORDER BY pushed_at",
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components \
+             ORDER BY pushed_at, digest",
         ))
         .fetch_all(&self.pool)
         .await?)

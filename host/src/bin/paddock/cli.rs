@@ -8,6 +8,7 @@ mod demo;
 mod exceptions;
 mod groups;
 mod print;
+mod remote;
 mod report;
 mod review;
 mod schedule;
@@ -60,6 +61,13 @@ pub struct Cli {
         value_enum
     )]
     log_format: LogFormat,
+    /// Drive a remote `paddock serve --api` at this URL (e.g.
+    /// http://127.0.0.1:8080) instead of the database; needs --token.
+    #[arg(long, global = true, env = "PADDOCK_SERVER")]
+    server: Option<String>,
+    /// The API token for --server (`paddock token create`).
+    #[arg(long, global = true, env = "PADDOCK_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -247,6 +255,11 @@ struct ServeArgs {
     /// start). Off unless given.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Serve the HTTP admin API (JSON; tokens from `paddock token create`)
+    /// on this address (e.g. 127.0.0.1:8080; port 0 picks a free one,
+    /// printed at start). Off unless given.
+    #[arg(long, value_name = "ADDR")]
+    api: Option<std::net::SocketAddr>,
 }
 
 fn parse_param(text: &str) -> Result<(String, serde_json::Value), String> {
@@ -306,6 +319,9 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// Run one command.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(server) = &cli.server {
+        return remote::run(server, cli.token.as_deref(), cli.command).await;
+    }
     let cli = match cli.command {
         Command::Demo(args) => return demo::run(args).await,
         Command::Schedule(cmd) => {
@@ -366,16 +382,7 @@ async fn component(host: &Host, cmd: ComponentCmd, actor: &str) -> anyhow::Resul
     match cmd {
         ComponentCmd::Push { file } => {
             let pushed = host.registry.component_push_file(&file, actor).await?;
-            println!(
-                "{} sha256:{}",
-                if pushed.created {
-                    "stored"
-                } else {
-                    "unchanged (already stored)"
-                },
-                pushed.digest
-            );
-            print::manifest(&pushed.manifest);
+            print::pushed(pushed.created, &pushed.digest, &pushed.manifest);
         }
         ComponentCmd::Inspect { digest } => {
             let digest = digest.trim_start_matches("sha256:");
@@ -391,14 +398,7 @@ async fn component(host: &Host, cmd: ComponentCmd, actor: &str) -> anyhow::Resul
             print::manifest(&serde_json::from_str(&record.manifest)?);
         }
         ComponentCmd::Diff { a, b } => review::diff(host, &a, &b).await?,
-        ComponentCmd::List => {
-            for c in host.store.components_list().await? {
-                println!(
-                    "sha256:{}  {:>9} bytes  {}",
-                    c.digest, c.size_bytes, c.pushed_by
-                );
-            }
-        }
+        ComponentCmd::List => print::components(&host.store.components_list().await?),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -408,35 +408,15 @@ async fn job(host: &Host, cmd: JobCmd, actor: &str) -> anyhow::Result<ExitCode> 
     match cmd {
         JobCmd::Apply { file } => {
             let (job, outcome) = host.registry.job_apply_file(&file, actor).await?;
-            match outcome {
-                paddock::model::ApplyOutcome::Created { version, digest } => {
-                    println!("job {job}: created version {version} (plan digest {digest})")
-                }
-                paddock::model::ApplyOutcome::Unchanged { version, digest } => println!(
-                    "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
-                ),
-            }
+            print::applied(&job, &outcome);
         }
-        JobCmd::List => {
-            for j in host.store.jobs_list().await? {
-                println!(
-                    "{:<32} tenant={:<16} latest=v{}",
-                    j.job_id, j.tenant, j.latest_version
-                );
-            }
-        }
+        JobCmd::List => print::jobs(&host.store.jobs_list().await?),
         JobCmd::Show { job } => {
             let versions = host.store.plan_versions(&job).await?;
             if versions.is_empty() {
                 bail!("no job '{job}'");
             }
-            for v in versions {
-                println!(
-                    "v{}  digest {}  component sha256:{}  group {}",
-                    v.version, v.digest, v.component_digest, v.resource_group
-                );
-                println!("    {}", v.spec);
-            }
+            print::job_versions(&versions);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -463,16 +443,7 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
                     .by(actor),
                 )
                 .await?;
-            println!(
-                "trigger {} {} ({})",
-                trigger.id,
-                if created {
-                    "created"
-                } else {
-                    "already existed"
-                },
-                trigger.plan_key
-            );
+            print::run_created(&trigger, created);
             if wait {
                 let runner = Runner::new(
                     host.store.clone(),
@@ -534,6 +505,7 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
     config.guest_threads = args.guest_threads;
     config.metrics = args.metrics;
     config.db_connections = args.db_connections;
+    config.api = args.api;
     Ok(config)
 }
 
@@ -573,6 +545,10 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     if let Some(addr) = node.metrics_addr() {
         // Tests read this line for the port the OS chose.
         eprintln!("paddock serve: metrics and health on http://{addr}");
+    }
+    if let Some(addr) = node.api_addr() {
+        // Tests read this line for the port the OS chose.
+        eprintln!("paddock serve: admin API on http://{addr}/v1 (GET /v1/openapi.json)");
     }
     shutdown.await;
     // /readyz answers 503 before the line says so.

@@ -65,21 +65,24 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
             }
         }
         AuditCmd::Capabilities { format } => review::capabilities(host, &format).await?,
-        AuditCmd::List => {
-            for e in host.store.audit_list().await? {
-                println!(
-                    "{:>5} {} {:<10} {:<20} {:<40} {}",
-                    e.seq,
-                    rfc3339(from_millis(e.at)),
-                    e.actor,
-                    e.action,
-                    e.subject,
-                    e.detail
-                );
-            }
-        }
+        AuditCmd::List => audit_lines(&host.store.audit_list().await?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `audit list`.
+pub fn audit_lines(entries: &[paddock::model::audit::AuditEntry]) {
+    for e in entries {
+        println!(
+            "{:>5} {} {:<10} {:<20} {:<40} {}",
+            e.seq,
+            rfc3339(from_millis(e.at)),
+            e.actor,
+            e.action,
+            e.subject,
+            e.detail
+        );
+    }
 }
 
 /// `--since`: an RFC 3339 instant, or a duration before the database's now.

@@ -226,28 +226,57 @@ pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::R
     Ok(())
 }
 
+/// `effects list`.
+pub fn effects_table(effects: &[paddock::store::EffectRecord]) {
+    println!(
+        "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  resolved_by",
+        "id", "key", "connector", "action", "trigger", "state", "sends", "token"
+    );
+    for e in effects {
+        println!(
+            "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  {}",
+            e.id,
+            e.idempotency_key,
+            e.connector,
+            e.action,
+            e.trigger_id,
+            e.state,
+            e.sends,
+            e.fencing_token,
+            e.resolved_by.clone().unwrap_or_default()
+        );
+    }
+}
+
+/// `exceptions list`.
+pub fn tickets_table(tickets: &[paddock::store::ExceptionRecord]) {
+    println!(
+        "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  allowed",
+        "id", "kind", "state", "subject", "trigger", "created"
+    );
+    for t in tickets {
+        println!(
+            "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  {}",
+            t.id,
+            t.kind,
+            t.state,
+            t.subject,
+            t.trigger_id.map(|i| i.to_string()).unwrap_or_default(),
+            rfc3339(from_millis(t.created_at)),
+            match &t.proposed_action {
+                Some(action) if t.state == "open" => format!(
+                    "awaiting approval: {action} (proposed by {})",
+                    t.proposed_by.as_deref().unwrap_or("?")
+                ),
+                _ => t.allowed().join(","),
+            }
+        );
+    }
+}
+
 pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
-        EffectsCmd::List { limit } => {
-            println!(
-                "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  resolved_by",
-                "id", "key", "connector", "action", "trigger", "state", "sends", "token"
-            );
-            for e in host.store.effects_list(limit).await? {
-                println!(
-                    "{:>5} {:<36} {:<12} {:<24} {:>7} {:<10} {:>5} {:>6}  {}",
-                    e.id,
-                    e.idempotency_key,
-                    e.connector,
-                    e.action,
-                    e.trigger_id,
-                    e.state,
-                    e.sends,
-                    e.fencing_token,
-                    e.resolved_by.unwrap_or_default()
-                );
-            }
-        }
+        EffectsCmd::List { limit } => effects_table(&host.store.effects_list(limit).await?),
         EffectsCmd::Recover { limit } => {
             let report = EffectGateway::new(host.store.clone())
                 .recover(limit)
@@ -366,7 +395,13 @@ struct CompensateRequest<'a> {
 
 pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
-        ExceptionsCmd::List { all } => list_tickets(host, all).await?,
+        ExceptionsCmd::List { all } => {
+            let tickets = host
+                .store
+                .exceptions_list(if all { None } else { Some("open") })
+                .await?;
+            tickets_table(&tickets);
+        }
         ExceptionsCmd::Show { id } => {
             let t = host.store.exception_get(id).await?;
             println!("exception {} ({}) — {}", t.id, t.kind, t.state);
@@ -460,36 +495,4 @@ fn print_resolution(t: &ExceptionRecord) {
             t.after_digest.as_deref().unwrap_or("-")
         ),
     }
-}
-
-/// `exceptions list`: one line per ticket, with the proposal awaiting
-/// approval in place of the allowed actions.
-async fn list_tickets(host: &Host, all: bool) -> anyhow::Result<()> {
-    let tickets = host
-        .store
-        .exceptions_list(if all { None } else { Some("open") })
-        .await?;
-    println!(
-        "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  allowed",
-        "id", "kind", "state", "subject", "trigger", "created"
-    );
-    for t in tickets {
-        println!(
-            "{:>5} {:<18} {:<9} {:<40} {:>7} {:<24}  {}",
-            t.id,
-            t.kind,
-            t.state,
-            t.subject,
-            t.trigger_id.map(|i| i.to_string()).unwrap_or_default(),
-            rfc3339(from_millis(t.created_at)),
-            match &t.proposed_action {
-                Some(action) if t.state == "open" => format!(
-                    "awaiting approval: {action} (proposed by {})",
-                    t.proposed_by.as_deref().unwrap_or("?")
-                ),
-                _ => t.allowed().join(","),
-            }
-        );
-    }
-    Ok(())
 }

@@ -1,13 +1,17 @@
 //! Human-readable output for the CLI.
 
+use paddock::api::views::{self, TriggerRow, TriggerView};
 use paddock::lease::DrainReport;
+use paddock::model::ApplyOutcome;
 use paddock::model::CapabilityManifest;
 use paddock::model::ResourceGroup;
 use paddock::model::group::{Observed, TenantQuota, effective_concurrency};
 use paddock::model::shares::recovery_cap;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
-use paddock::store::{GroupLoad, Store, TriggerRecord};
+use paddock::store::{
+    ComponentRecord, GroupLoad, JobRecord, PlanVersionRecord, Store, TriggerRecord,
+};
 
 pub fn manifest(m: &CapabilityManifest) {
     println!("imports ({}):", m.imports.len());
@@ -204,17 +208,23 @@ const SHOWN_LOG: usize = 64 << 10;
 
 /// One line per trigger with its last attempt's figures.
 pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow::Result<()> {
+    trigger_rows(&views::trigger_rows(store, triggers.to_vec()).await?);
+    Ok(())
+}
+
+/// [`trigger_table`] of rows read already (locally or from `--server`).
+pub fn trigger_rows(rows: &[TriggerRow]) {
     println!(
         "{:>4} {:<10} {:<11} {:>3} {:<18} {:>12} {:>10} {:>8}  result / error",
         "id", "job", "state", "att", "error class", "fuel", "peak mem", "wall"
     );
-    for t in triggers {
-        let attempts = store.attempts_for(t.id).await?;
-        let last = attempts.last();
+    for row in rows {
+        let t = &row.trigger;
+        let last = row.last_attempt.as_ref();
         let detail = match (&t.result, &t.error_message) {
             (Some(_), _) => output_text(&t.result, 60),
             (None, Some(m)) => m.chars().take(60).collect(),
-            _ => store.wait_reason(t).await?.unwrap_or_default(),
+            _ => row.waiting.clone().unwrap_or_default(),
         };
         println!(
             "{:>4} {:<10} {:<11} {:>3} {:<18} {:>12} {:>10} {:>6}ms  {}",
@@ -233,12 +243,18 @@ pub async fn trigger_table(triggers: &[TriggerRecord], store: &Store) -> anyhow:
             detail
         );
     }
-    Ok(())
 }
 
 /// A trigger with every attempt.
 pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
-    let t = store.trigger_get(id).await?;
+    let view = views::trigger_view(store, store.trigger_get(id).await?).await?;
+    trigger_view(&view);
+    Ok(())
+}
+
+/// [`trigger_detail`] of a view read already (locally or from `--server`).
+pub fn trigger_view(view: &TriggerView) {
+    let t = &view.trigger;
     println!("trigger {}  {}", t.id, t.plan_key);
     println!(
         "  job           {} v{} (tenant {}, group {})",
@@ -247,7 +263,7 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
     println!("  origin        {}", t.origin);
     println!("  scheduled at  {}", rfc3339(from_millis(t.scheduled_at)));
     println!("  state         {}", t.state);
-    if let Some(reason) = store.wait_reason(&t).await? {
+    if let Some(reason) = &view.waiting {
         println!("  waiting       {reason}");
     }
     println!("  fencing token {}", t.fencing_token);
@@ -260,7 +276,7 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
     if t.result.is_some() {
         println!("  output        {}", output_text(&t.result, 2000));
     }
-    for a in store.attempts_for(id).await? {
+    for a in &view.attempts {
         println!(
             "  attempt {} token {} by {}: {} {}",
             a.attempt_no,
@@ -284,7 +300,76 @@ pub async fn trigger_detail(store: &Store, id: i64) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
+}
+
+/// `component push`'s answer.
+pub fn pushed(created: bool, digest: &str, manifest: &CapabilityManifest) {
+    println!(
+        "{} sha256:{digest}",
+        if created {
+            "stored"
+        } else {
+            "unchanged (already stored)"
+        }
+    );
+    self::manifest(manifest);
+}
+
+/// `component list`.
+pub fn components(components: &[ComponentRecord]) {
+    for c in components {
+        println!(
+            "sha256:{}  {:>9} bytes  {}",
+            c.digest, c.size_bytes, c.pushed_by
+        );
+    }
+}
+
+/// `job apply`'s answer.
+pub fn applied(job: &str, outcome: &ApplyOutcome) {
+    match outcome {
+        ApplyOutcome::Created { version, digest } => {
+            println!("job {job}: created version {version} (plan digest {digest})")
+        }
+        ApplyOutcome::Unchanged { version, digest } => println!(
+            "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
+        ),
+    }
+}
+
+/// `job list`.
+pub fn jobs(jobs: &[JobRecord]) {
+    for j in jobs {
+        println!(
+            "{:<32} tenant={:<16} latest=v{}",
+            j.job_id, j.tenant, j.latest_version
+        );
+    }
+}
+
+/// `job show`.
+pub fn job_versions(versions: &[PlanVersionRecord]) {
+    for v in versions {
+        println!(
+            "v{}  digest {}  component sha256:{}  group {}",
+            v.version, v.digest, v.component_digest, v.resource_group
+        );
+        println!("    {}", v.spec);
+    }
+}
+
+/// `trigger run`'s first line.
+pub fn run_created(trigger: &TriggerRecord, created: bool) {
+    println!(
+        "trigger {} {} ({})",
+        trigger.id,
+        if created {
+            "created"
+        } else {
+            "already existed"
+        },
+        trigger.plan_key
+    );
 }
 
 /// `serve`'s drain summary and its unfinished list, one trigger a line.

@@ -1,0 +1,151 @@
+//! The one table of the API's routes. The router ([`router`]) and the
+//! OpenAPI document ([`super::openapi`]) are both built from [`ROUTES`];
+//! adding an endpoint — with the action a role must allow — is one row.
+
+use super::auth::{Guard, guard};
+use super::error::ApiError;
+use super::{ApiState, COMPONENT_BODY_LIMIT, JSON_BODY_LIMIT, admin, reads, writes};
+use crate::model::identity::Action;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{MethodRouter, delete, get, post, put};
+
+/// What a route's request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    None,
+    /// A JSON object of the named `wire` type.
+    Json(&'static str),
+    /// Raw bytes (a component).
+    Bytes,
+}
+
+/// One endpoint.
+pub struct Route {
+    /// `GET`, `POST`, `PUT`, `DELETE`.
+    pub method: &'static str,
+    /// axum's syntax: `/v1/triggers/{id}`.
+    pub path: &'static str,
+    /// What the caller's role must allow; `None`: no token needed.
+    pub action: Option<Action>,
+    pub summary: &'static str,
+    /// Query parameters it takes.
+    pub query: &'static [&'static str],
+    pub body: Body,
+    /// The handler, as a method router.
+    pub handler: fn() -> MethodRouter<ApiState>,
+}
+
+const PAGE: &[&str] = &["limit", "after"];
+
+macro_rules! route {
+    ($method:literal $path:literal, $action:expr, $summary:literal, $query:expr, $body:expr, $handler:expr) => {
+        Route {
+            method: $method,
+            path: $path,
+            action: $action,
+            summary: $summary,
+            query: $query,
+            body: $body,
+            handler: || $handler,
+        }
+    };
+}
+
+use Action::*;
+use Body::{Bytes, Json};
+
+/// Every route. `tests/all/api.rs` walks each with every role and with a
+/// foreign tenant's token.
+pub static ROUTES: &[Route] = &[
+    route!("GET" "/v1/openapi.json", None, "This document", &[], Body::None, get(reads::openapi)),
+    // Triggers, with attempts and logs.
+    route!("GET" "/v1/triggers", Some(Read), "Triggers, newest first, with each one's last attempt", PAGE, Body::None, get(reads::triggers)),
+    route!("POST" "/v1/triggers", Some(RunJob), "Run a job now (a manual trigger)", &[], Json("RunRequest"), post(writes::trigger_run)),
+    route!("GET" "/v1/triggers/{id}", Some(Read), "A trigger with every attempt and its log", &[], Body::None, get(reads::trigger)),
+    route!("GET" "/v1/triggers/{id}/effects", Some(Read), "A trigger's effects", &[], Body::None, get(reads::trigger_effects)),
+    route!("POST" "/v1/triggers/{id}/cancel", Some(ControlJob), "Cancel a trigger, or ask a running one to stop", &[], Json("CancelRequest"), post(writes::trigger_cancel)),
+    route!("POST" "/v1/triggers/{id}/approve", Some(ApproveCatchUp), "Approve a catch-up parked by the misfire policy", &[], Json("ApproveRequest"), post(writes::trigger_approve)),
+    // Jobs and components.
+    route!("GET" "/v1/jobs", Some(Read), "Jobs by id", PAGE, Body::None, get(reads::jobs)),
+    route!("POST" "/v1/jobs", Some(ApplyJob), "Apply a job manifest (its component by digest)", &[], Json("ApplyRequest"), post(writes::job_apply)),
+    route!("GET" "/v1/jobs/{job}", Some(Read), "A job and its plan versions", &[], Body::None, get(reads::job)),
+    route!("GET" "/v1/components", Some(Read), "Components in push order", PAGE, Body::None, get(reads::components)),
+    route!("POST" "/v1/components", Some(PushComponent), "Push a component (the body is its bytes)", &[], Bytes, post(writes::component_push)),
+    route!("GET" "/v1/components/{digest}", Some(Read), "A component and its capability manifest", &[], Body::None, get(reads::component)),
+    // Effects and exception tickets.
+    route!("GET" "/v1/effects", Some(Read), "Effect records, newest first", PAGE, Body::None, get(reads::effects)),
+    route!("GET" "/v1/tickets", Some(Read), "Exception tickets, newest first", &["state", "limit", "after"], Body::None, get(reads::tickets)),
+    route!("GET" "/v1/tickets/{id}", Some(Read), "An exception ticket", &[], Body::None, get(reads::ticket)),
+    route!("POST" "/v1/tickets/{id}/resolve", Some(ResolveTicket), "Resolve a ticket with one of its allowed actions", &[], Json("ResolveRequest"), post(writes::ticket_resolve)),
+    route!("GET" "/v1/status", Some(Read), "Per group: running / limit, backlog, rates, drain ETA, tickets", &["window", "group", "tenant"], Body::None, get(reads::status)),
+    // Shared configuration.
+    route!("GET" "/v1/groups", Some(Read), "Resource groups", &[], Body::None, get(reads::groups)),
+    route!("GET" "/v1/groups/{name}", Some(Read), "A group: limits, what its attempts measured, what claims enforce", &[], Body::None, get(reads::group)),
+    route!("POST" "/v1/groups", Some(ManageGroups), "Apply a groups file", &[], Json("GroupsRequest"), post(admin::groups_apply)),
+    route!("POST" "/v1/groups/{name}/grants", Some(ManageGroups), "Add and remove a group's grants", &[], Json("GrantRequest"), post(admin::group_grant)),
+    route!("GET" "/v1/tenants", Some(Read), "Tenants' weights and quotas", &[], Body::None, get(reads::tenants)),
+    route!("PUT" "/v1/tenants/{tenant}", Some(ManageGroups), "Set a tenant's weight and quotas", &[], Json("TenantRequest"), put(admin::tenant_put)),
+    route!("GET" "/v1/connectors", Some(Read), "Connectors", &[], Body::None, get(reads::connectors)),
+    route!("PUT" "/v1/connectors/{name}", Some(ManageConnectors), "Create or change a connector", &[], Json("ConnectorRecord"), put(admin::connector_put)),
+    route!("PUT" "/v1/connectors/{name}/secret", Some(ManageConnectors), "Set or rotate a connector's credential (shown by fingerprint only)", &[], Json("SecretRequest"), put(admin::secret_set)),
+    route!("DELETE" "/v1/connectors/{name}/secret", Some(ManageConnectors), "Clear a connector's credential", &[], Body::None, delete(admin::secret_clear)),
+    route!("GET" "/v1/connectors/secrets", Some(ManageConnectors), "Connector secrets by fingerprint (never a value)", &[], Body::None, get(reads::secrets)),
+    // Tokens.
+    route!("GET" "/v1/tokens", Some(ManageTokens), "API tokens (no text, no hash)", &[], Body::None, get(reads::tokens)),
+    route!("POST" "/v1/tokens", Some(ManageTokens), "Create a token (its text is shown once)", &[], Json("TokenRequest"), post(admin::token_create)),
+    route!("DELETE" "/v1/tokens/{name}", Some(ManageTokens), "Revoke a token", &[], Body::None, delete(admin::token_revoke)),
+    // Review.
+    route!("GET" "/v1/audit", Some(ReadAudit), "The audit log in chain order", PAGE, Body::None, get(reads::audit)),
+    route!("GET" "/v1/audit/verify", Some(ReadAudit), "Verify the audit chain", &[], Body::None, get(reads::audit_verify)),
+    route!("GET" "/v1/capabilities", Some(ReadAudit), "The capability report", &[], Body::None, get(reads::capabilities)),
+];
+
+/// The router of [`ROUTES`]: each behind its guard (token, then role) and
+/// its body limit; anything else is `no_route`.
+pub fn router(state: ApiState) -> Router {
+    let mut router = Router::new();
+    for route in ROUTES {
+        let limit = match route.body {
+            Bytes => COMPONENT_BODY_LIMIT,
+            _ => JSON_BODY_LIMIT,
+        };
+        let mut handler = (route.handler)().layer(DefaultBodyLimit::max(limit));
+        if let Some(action) = route.action {
+            let guard_state = Guard {
+                state: state.clone(),
+                action,
+            };
+            handler = handler.route_layer(from_fn_with_state(guard_state, guard));
+        }
+        router = router.route(route.path, handler);
+    }
+    router
+        .method_not_allowed_fallback(wrong_method)
+        .fallback(no_route)
+        .with_state(state)
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take {method}; GET /v1/openapi.json lists its methods",
+            uri.path()
+        ),
+    )
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "no_route",
+        format!(
+            "no endpoint {method} {}; GET /v1/openapi.json lists them",
+            uri.path()
+        ),
+    )
+}

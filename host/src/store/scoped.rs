@@ -1,0 +1,235 @@
+//! Reads scoped by tenant, page by page (the HTTP API, issue 18). A team
+//! token's [`TenantScope::Only`] goes into each statement's `WHERE`, so a
+//! foreign tenant's row is never read, not read and then dropped; every
+//! other caller passes [`TenantScope::Every`]. A row another tenant owns is
+//! answered as not found, the same as a row that does not exist.
+//!
+//! Pages are keyset pages: `before` / `after` is the last key of the
+//! previous page, in the order each list is shown (triggers, effects and
+//! tickets newest first by id; jobs by id; components by push time).
+
+use super::columns::{effect_columns, exception_columns, trigger_columns};
+use super::*;
+use crate::model::audit::AuditEntry;
+use crate::model::identity::TenantScope;
+
+/// The tenant a scope binds (`NULL`: every tenant).
+fn bound(scope: &TenantScope) -> Option<String> {
+    match scope {
+        TenantScope::Every => None,
+        TenantScope::Only(tenant) => Some(tenant.clone()),
+    }
+}
+
+/// Whether a component (`c`) is visible to tenant `?1`: pushed by it, or
+/// used by one of its jobs' plan versions.
+macro_rules! component_visible {
+    () => {
+        "(?1 IS NULL \
+          OR EXISTS (SELECT 1 FROM component_tenants o WHERE o.digest = c.digest AND o.tenant = ?1) \
+          OR EXISTS (SELECT 1 FROM plan_versions p JOIN jobs j ON j.job_id = p.job_id \
+                     WHERE p.component_digest = c.digest AND j.tenant = ?1))"
+    };
+}
+
+impl Store {
+    /// Triggers newest first, with ids below `before`.
+    pub async fn triggers_page_for(
+        &self,
+        scope: &TenantScope,
+        before: Option<i64>,
+        limit: i64,
+    ) -> StoreResult<Vec<TriggerRecord>> {
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            trigger_columns!(),
+            " FROM triggers WHERE (?1 IS NULL OR tenant = ?1) AND id < ?2 \
+             ORDER BY id DESC LIMIT CAST(?3 AS INTEGER)"
+        )))
+        .bind(bound(scope))
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// One trigger, if the scope admits its tenant.
+    pub async fn trigger_get_for(
+        &self,
+        scope: &TenantScope,
+        id: i64,
+    ) -> StoreResult<TriggerRecord> {
+        sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            trigger_columns!(),
+            " FROM triggers WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)"
+        )))
+        .bind(id)
+        .bind(bound(scope))
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("trigger {id}")))
+    }
+
+    /// Jobs by id, with ids after `after`.
+    pub async fn jobs_page_for(
+        &self,
+        scope: &TenantScope,
+        after: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<JobRecord>> {
+        Ok(sqlx::query_as(self.sql(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs \
+             WHERE (?1 IS NULL OR tenant = ?1) AND job_id > ?2 \
+             ORDER BY job_id LIMIT CAST(?3 AS INTEGER)",
+        ))
+        .bind(bound(scope))
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// One job, if the scope admits its tenant.
+    pub async fn job_get_for(&self, scope: &TenantScope, job_id: &str) -> StoreResult<JobRecord> {
+        sqlx::query_as(self.sql(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs \
+             WHERE job_id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+        ))
+        .bind(job_id)
+        .bind(bound(scope))
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job '{job_id}'")))
+    }
+
+    /// Components in push order, after `(pushed_at, digest)`.
+    pub async fn components_page_for(
+        &self,
+        scope: &TenantScope,
+        after: Option<(i64, &str)>,
+        limit: i64,
+    ) -> StoreResult<Vec<ComponentRecord>> {
+        let (at, digest) = after.unwrap_or((i64::MIN, ""));
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            component_visible!(),
+            " AND (pushed_at > ?2 OR (pushed_at = ?2 AND digest > ?3)) \
+             ORDER BY pushed_at, digest LIMIT CAST(?4 AS INTEGER)"
+        )))
+        .bind(bound(scope))
+        .bind(at)
+        .bind(digest)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// One component, if the scope's tenant may see it.
+    pub async fn component_get_for(
+        &self,
+        scope: &TenantScope,
+        digest: &str,
+    ) -> StoreResult<ComponentRecord> {
+        sqlx::query_as(self.sql(concat!(
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            component_visible!(),
+            " AND digest = ?2"
+        )))
+        .bind(bound(scope))
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("component sha256:{digest}")))
+    }
+
+    /// Record that `tenant` pushed the component `digest` (a team token's
+    /// push); pushing it again changes nothing.
+    pub async fn component_owner_add(&self, digest: &str, tenant: &str) -> StoreResult<()> {
+        let (mut tx, _turn) = self.begin_write().await?;
+        sqlx::query(self.sql(
+            "INSERT INTO component_tenants (digest, tenant) VALUES (?, ?) \
+             ON CONFLICT (digest, tenant) DO NOTHING",
+        ))
+        .bind(digest)
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Effects newest first, with ids below `before`, of the scope's
+    /// tenants' triggers.
+    pub async fn effects_page_for(
+        &self,
+        scope: &TenantScope,
+        before: Option<i64>,
+        limit: i64,
+    ) -> StoreResult<Vec<EffectRecord>> {
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            effect_columns!(),
+            " FROM effects WHERE (?1 IS NULL OR trigger_id IN \
+             (SELECT id FROM triggers WHERE tenant = ?1)) AND id < ?2 \
+             ORDER BY id DESC LIMIT CAST(?3 AS INTEGER)"
+        )))
+        .bind(bound(scope))
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Exception tickets newest first, with ids below `before`, optionally
+    /// in one state. A team token sees the tickets of its own triggers (a
+    /// ticket about no trigger is nobody's tenant's).
+    pub async fn exceptions_page_for(
+        &self,
+        scope: &TenantScope,
+        state: Option<&str>,
+        before: Option<i64>,
+        limit: i64,
+    ) -> StoreResult<Vec<ExceptionRecord>> {
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            exception_columns!(),
+            " FROM exceptions WHERE (?1 IS NULL OR trigger_id IN \
+             (SELECT id FROM triggers WHERE tenant = ?1)) AND (?2 IS NULL OR state = ?2) \
+             AND id < ?3 ORDER BY id DESC LIMIT CAST(?4 AS INTEGER)"
+        )))
+        .bind(bound(scope))
+        .bind(state)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// One ticket, if the scope admits its trigger's tenant.
+    pub async fn exception_get_for(
+        &self,
+        scope: &TenantScope,
+        id: i64,
+    ) -> StoreResult<ExceptionRecord> {
+        sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            exception_columns!(),
+            " FROM exceptions WHERE id = ?1 AND (?2 IS NULL OR trigger_id IN \
+             (SELECT id FROM triggers WHERE tenant = ?2))"
+        )))
+        .bind(id)
+        .bind(bound(scope))
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("exception {id}")))
+    }
+
+    /// Audit entries in chain order after `after_seq` (not tenant data:
+    /// reviewers, operators and admins read it whole).
+    pub async fn audit_page(&self, after_seq: i64, limit: usize) -> StoreResult<Vec<AuditEntry>> {
+        let mut entries = self.audit_from_seq(after_seq.saturating_add(1)).await?;
+        entries.truncate(limit);
+        Ok(entries)
+    }
+}

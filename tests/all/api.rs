@@ -1,0 +1,1170 @@
+//! The HTTP admin API (issue 18, items 2 and 3), served in-process on
+//! 127.0.0.1:0 over the test store: the role matrix (every route × every
+//! role), the tenant isolation walk (every route with a foreign tenant's
+//! token, nothing changed), bad input (clear 4xx, nothing stored), the
+//! OpenAPI document against the routes, pagination, and the command line's
+//! `--server` mode printing what the local command prints.
+
+use crate::{Db, TestHost, guest};
+use paddock::api::{ApiServer, ApiState};
+use paddock::model::identity::Role;
+use paddock::store::prelude::*;
+use paddock::store::{NewException, NewToken, Store};
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+
+/// A test store with two tenants' work, tokens of every role and the API
+/// serving it.
+struct Api {
+    host: TestHost,
+    _server: ApiServer,
+    base: String,
+    http: reqwest::Client,
+    /// Token texts by name: admin, operator, reviewer, acme, globex.
+    tokens: HashMap<&'static str, String>,
+    /// Each tenant's trigger, ticket and (own) component digest.
+    acme: Owned,
+    globex: Owned,
+}
+
+struct Owned {
+    trigger: i64,
+    ticket: i64,
+    digest: String,
+}
+
+async fn start(db: Db) -> Api {
+    let host = TestHost::new(db).await;
+    let mut owned = Vec::new();
+    for (job, tenant, component) in [
+        ("acme-job", "acme", "noop"),
+        ("globex-job", "globex", "hello"),
+    ] {
+        let digest = host
+            .registry
+            .component_push_file(&guest(component), "test")
+            .await
+            .unwrap()
+            .digest;
+        let toml =
+            format!("id = \"{job}\"\ntenant = \"{tenant}\"\ncomponent = \"sha256:{digest}\"\n");
+        host.registry
+            .job_apply(&toml, std::path::Path::new("."), "test")
+            .await
+            .unwrap();
+        let trigger = host.trigger(job, json!({})).await.id;
+        let (ticket, _) = host
+            .store
+            .exception_open(&NewException {
+                kind: "unknown_outcome",
+                subject: format!("{tenant}-key"),
+                trigger_id: Some(trigger),
+                effect_key: None,
+                evidence: json!({}),
+                allowed_actions: vec!["mark_succeeded"],
+            })
+            .await
+            .unwrap();
+        owned.push(Owned {
+            trigger,
+            ticket: ticket.id,
+            digest,
+        });
+    }
+    let mut tokens = HashMap::new();
+    for (name, role, tenant) in [
+        ("admin", Role::Admin, None),
+        ("operator", Role::Operator, None),
+        ("reviewer", Role::Reviewer, None),
+        ("acme", Role::Team, Some("acme")),
+        ("globex", Role::Team, Some("globex")),
+    ] {
+        tokens.insert(name, token(&host.store, name, role, tenant).await);
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = ApiServer::start(
+        listener,
+        ApiState {
+            store: host.store.clone(),
+            registry: host.registry.clone(),
+        },
+    )
+    .unwrap();
+    let base = format!("http://{}", server.addr());
+    let globex = owned.pop().unwrap();
+    let acme = owned.pop().unwrap();
+    Api {
+        host,
+        _server: server,
+        base,
+        http: reqwest::Client::new(),
+        tokens,
+        acme,
+        globex,
+    }
+}
+
+async fn token(store: &Store, name: &str, role: Role, tenant: Option<&str>) -> String {
+    store
+        .token_create(
+            &NewToken {
+                name: name.into(),
+                role,
+                tenant: tenant.map(str::to_string),
+                valid_for_ms: 3_600_000,
+            },
+            "local:test",
+        )
+        .await
+        .unwrap()
+        .text
+}
+
+/// A request's body.
+enum Send {
+    Nothing,
+    Json(Value),
+    Raw(&'static str, Vec<u8>),
+}
+
+impl Api {
+    /// `method path` with the named token (`None`: no header); the status
+    /// and the JSON answer.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Send,
+    ) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(name) = token {
+            let text = self.tokens.get(name).map_or(name, |t| t.as_str());
+            request = request.bearer_auth(text);
+        }
+        request = match body {
+            Send::Nothing => request,
+            Send::Json(v) => request.json(&v),
+            Send::Raw(content_type, bytes) => request
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(bytes),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call("GET", path, Some(token), Send::Nothing).await
+    }
+
+    /// A route's path with this tenant's rows in it.
+    fn path(&self, template: &str, of: &Owned, job: &str) -> String {
+        template
+            .replace("{id}", &of.trigger.to_string())
+            .replace("{job}", job)
+            .replace("{digest}", &of.digest)
+            .replace("{tenant}", "acme")
+            .replace("{name}", "default")
+    }
+}
+
+/// Everything a request could change, as text (the audit log apart: a
+/// refusal may be audited, and is meant to be).
+async fn snapshot(store: &Store) -> Vec<String> {
+    macro_rules! rows {
+        ($sql:literal, $t:ty) => {
+            format!(
+                "{}: {:?}",
+                $sql,
+                sqlx::query_as::<_, $t>(store.sql($sql))
+                    .fetch_all(store.pool())
+                    .await
+                    .unwrap()
+            )
+        };
+    }
+    vec![
+        rows!("SELECT id, state FROM triggers ORDER BY id", (i64, String)),
+        rows!(
+            "SELECT job_id, latest_version FROM jobs ORDER BY job_id",
+            (String, i64)
+        ),
+        rows!(
+            "SELECT job_id, version FROM plan_versions ORDER BY job_id, version",
+            (String, i64)
+        ),
+        rows!(
+            "SELECT digest, pushed_by FROM components ORDER BY digest",
+            (String, String)
+        ),
+        rows!(
+            "SELECT digest, tenant FROM component_tenants ORDER BY digest, tenant",
+            (String, String)
+        ),
+        rows!(
+            "SELECT name, revoked_at FROM api_tokens ORDER BY name",
+            (String, Option<i64>)
+        ),
+        rows!(
+            "SELECT tenant, weight FROM tenants ORDER BY tenant",
+            (String, i64)
+        ),
+        rows!(
+            "SELECT name, grants FROM resource_groups ORDER BY name",
+            (String, String)
+        ),
+        rows!(
+            "SELECT name, base_url FROM connectors ORDER BY name",
+            (String, String)
+        ),
+        rows!(
+            "SELECT id, state FROM exceptions ORDER BY id",
+            (i64, String)
+        ),
+        rows!("SELECT id, state FROM effects ORDER BY id", (i64, String)),
+    ]
+}
+
+/// Who may call each route: Team, Operator, Admin, Reviewer (`.`: may
+/// not); `*`: no token needed. Written out here, not derived from the
+/// code, so a role widened or narrowed by mistake fails by name.
+const MATRIX: &[(&str, &str, &str)] = &[
+    ("GET", "/v1/openapi.json", "*"),
+    ("GET", "/v1/triggers", "TOAR"),
+    ("POST", "/v1/triggers", "T.A."),
+    ("GET", "/v1/triggers/{id}", "TOAR"),
+    ("GET", "/v1/triggers/{id}/effects", "TOAR"),
+    ("POST", "/v1/triggers/{id}/cancel", "TOA."),
+    ("POST", "/v1/triggers/{id}/approve", ".OA."),
+    ("GET", "/v1/jobs", "TOAR"),
+    ("POST", "/v1/jobs", "T.A."),
+    ("GET", "/v1/jobs/{job}", "TOAR"),
+    ("GET", "/v1/components", "TOAR"),
+    ("POST", "/v1/components", "T.A."),
+    ("GET", "/v1/components/{digest}", "TOAR"),
+    ("GET", "/v1/effects", "TOAR"),
+    ("GET", "/v1/tickets", "TOAR"),
+    ("GET", "/v1/tickets/{id}", "TOAR"),
+    ("POST", "/v1/tickets/{id}/resolve", ".OA."),
+    ("GET", "/v1/status", "TOAR"),
+    ("GET", "/v1/groups", "TOAR"),
+    ("GET", "/v1/groups/{name}", "TOAR"),
+    ("POST", "/v1/groups", "..A."),
+    ("POST", "/v1/groups/{name}/grants", "..A."),
+    ("GET", "/v1/tenants", "TOAR"),
+    ("PUT", "/v1/tenants/{tenant}", "..A."),
+    ("GET", "/v1/connectors", "TOAR"),
+    ("PUT", "/v1/connectors/{name}", "..A."),
+    ("PUT", "/v1/connectors/{name}/secret", "..A."),
+    ("DELETE", "/v1/connectors/{name}/secret", "..A."),
+    ("GET", "/v1/connectors/secrets", "..A."),
+    ("GET", "/v1/tokens", "..A."),
+    ("POST", "/v1/tokens", "..A."),
+    ("DELETE", "/v1/tokens/{name}", "..A."),
+    ("GET", "/v1/audit", ".OAR"),
+    ("GET", "/v1/audit/verify", ".OAR"),
+    ("GET", "/v1/capabilities", ".OAR"),
+];
+
+const ROLES: [(char, &str); 4] = [
+    ('T', "acme"),
+    ('O', "operator"),
+    ('A', "admin"),
+    ('R', "reviewer"),
+];
+
+db_test!(every_route_answers_each_role_as_the_matrix_says);
+async fn every_route_answers_each_role_as_the_matrix_says(db: Db) {
+    let api = start(db).await;
+    let before = snapshot(&api.host.store).await;
+    for (method, template, who) in MATRIX {
+        // Tickets' ids in ticket paths, triggers' in trigger paths.
+        let path = if template.starts_with("/v1/tickets/") {
+            template.replace("{id}", &api.acme.ticket.to_string())
+        } else {
+            api.path(template, &api.acme, "acme-job")
+        };
+        for (letter, token) in ROLES {
+            // Writes get a body the handler refuses (an unknown field, no
+            // bytes): an allowed role reaches the handler (400), a refused
+            // one is stopped before it (403), and nothing changes either way.
+            let body = match *method {
+                "GET" | "DELETE" => Send::Nothing,
+                _ if path == "/v1/components" => Send::Raw("application/wasm", vec![]),
+                _ => Send::Json(json!({ "no_such_field": 1 })),
+            };
+            let path = if *method == "DELETE" {
+                path.replace("default", "nobody")
+            } else {
+                path.clone()
+            };
+            let (status, answer) = api.call(method, &path, Some(token), body).await;
+            let what = format!("{letter} {method} {path}: {status} {answer}");
+            if *who == "*" || who.contains(letter) {
+                match *method {
+                    "GET" => assert_eq!(status, 200, "{what}"),
+                    "DELETE" => assert_eq!(status, 404, "{what}"),
+                    _ => assert_eq!(status, 400, "{what}"),
+                }
+            } else {
+                assert_eq!(status, 403, "{what}");
+                assert_eq!(answer["error"]["code"], "forbidden", "{what}");
+                assert!(
+                    answer["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("may not"),
+                    "{what}"
+                );
+            }
+        }
+    }
+    assert_eq!(snapshot(&api.host.store).await, before);
+}
+
+db_test!(the_openapi_document_lists_exactly_the_routes_and_each_one_answers);
+async fn the_openapi_document_lists_exactly_the_routes_and_each_one_answers(db: Db) {
+    let api = start(db).await;
+    let (status, doc) = api
+        .call("GET", "/v1/openapi.json", None, Send::Nothing)
+        .await;
+    assert_eq!(status, 200);
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            documented.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    let tested: BTreeSet<(String, String)> = MATRIX
+        .iter()
+        .map(|(m, p, _)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(
+        documented, tested,
+        "the OpenAPI document and the role matrix must list the same routes"
+    );
+    // Every documented route is served (a route documented but not routed
+    // answers `no_route`), and an undocumented one is not.
+    for (method, template) in &documented {
+        let path = api.path(template, &api.acme, "acme-job");
+        let (status, answer) = api.call(method, &path, Some("admin"), Send::Nothing).await;
+        assert_ne!(answer["error"]["code"], "no_route", "{method} {path}");
+        assert_ne!(status, 405, "{method} {path}");
+    }
+    let (status, answer) = api.get("/v1/nothing-here", "admin").await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (404, Some("no_route"))
+    );
+}
+
+/// What a foreign tenant's request must meet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// 403: the role may not.
+    Denied,
+    /// 404: the row is another tenant's.
+    Hidden,
+    /// 200 with none of the other tenant's rows.
+    OwnOnly,
+    /// 200: shared configuration, no tenant's data.
+    Shared,
+    /// 409: a write naming another tenant's row (refused, audited).
+    Refused,
+}
+
+db_test!(a_team_token_can_neither_read_nor_change_another_tenants_work);
+async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
+    let api = start(db).await;
+    let before = snapshot(&api.host.store).await;
+    use Expect::*;
+    let g = &api.globex;
+    let manifest = |id: &str, tenant: &str, digest: &str| json!({ "manifest": format!("id = \"{id}\"\ntenant = \"{tenant}\"\ncomponent = \"sha256:{digest}\"\n") });
+    // Every route (its template first), with globex's rows and valid
+    // bodies, as acme.
+    let mut walk: Vec<(&str, &str, String, Send, Expect)> = vec![
+        (
+            "GET",
+            "/v1/openapi.json",
+            "/v1/openapi.json".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "GET",
+            "/v1/triggers",
+            "/v1/triggers".into(),
+            Send::Nothing,
+            OwnOnly,
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            "/v1/triggers".into(),
+            Send::Json(json!({ "job": "globex-job" })),
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/triggers/{id}",
+            format!("/v1/triggers/{}", g.trigger),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/triggers/{id}/effects",
+            format!("/v1/triggers/{}/effects", g.trigger),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/triggers/{id}/cancel",
+            format!("/v1/triggers/{}/cancel", g.trigger),
+            Send::Json(json!({ "reason": "x" })),
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/triggers/{id}/approve",
+            format!("/v1/triggers/{}/approve", g.trigger),
+            Send::Json(json!({ "reason": "x" })),
+            Denied,
+        ),
+        ("GET", "/v1/jobs", "/v1/jobs".into(), Send::Nothing, OwnOnly),
+        // A manifest of the other tenant; one claiming its job; a job of
+        // acme's own on globex's component.
+        (
+            "POST",
+            "/v1/jobs",
+            "/v1/jobs".into(),
+            Send::Json(manifest("globex-job", "globex", &api.acme.digest)),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            "/v1/jobs".into(),
+            Send::Json(manifest("globex-job", "acme", &api.acme.digest)),
+            Refused,
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            "/v1/jobs".into(),
+            Send::Json(manifest("acme-2", "acme", &g.digest)),
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/jobs/{job}",
+            "/v1/jobs/globex-job".into(),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/components",
+            "/v1/components".into(),
+            Send::Nothing,
+            OwnOnly,
+        ),
+        (
+            "POST",
+            "/v1/components",
+            "/v1/components".into(),
+            Send::Raw("application/wasm", b"\0asm-not-really".to_vec()),
+            Refused,
+        ),
+        (
+            "GET",
+            "/v1/components/{digest}",
+            format!("/v1/components/{}", g.digest),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/effects",
+            "/v1/effects".into(),
+            Send::Nothing,
+            OwnOnly,
+        ),
+        (
+            "GET",
+            "/v1/tickets",
+            "/v1/tickets".into(),
+            Send::Nothing,
+            OwnOnly,
+        ),
+        (
+            "GET",
+            "/v1/tickets/{id}",
+            format!("/v1/tickets/{}", g.ticket),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/tickets/{id}/resolve",
+            format!("/v1/tickets/{}/resolve", g.ticket),
+            Send::Json(json!({ "action": "mark_succeeded", "reason": "x" })),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/status",
+            "/v1/status?tenant=globex".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/groups",
+            "/v1/groups".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "POST",
+            "/v1/groups",
+            "/v1/groups".into(),
+            Send::Json(json!({ "groups": "" })),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/groups/{name}/grants",
+            "/v1/groups/default/grants".into(),
+            Send::Json(json!({ "add": ["connector:x"] })),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/tenants",
+            "/v1/tenants".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "PUT",
+            "/v1/tenants/{tenant}",
+            "/v1/tenants/globex".into(),
+            Send::Json(json!({ "weight": 9 })),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/connectors",
+            "/v1/connectors".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "PUT",
+            "/v1/connectors/{name}",
+            "/v1/connectors/c".into(),
+            Send::Json(json!({})),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/connectors/secrets",
+            "/v1/connectors/secrets".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/tokens",
+            "/v1/tokens".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/tokens",
+            "/v1/tokens".into(),
+            Send::Json(json!({ "name": "x", "role": "admin" })),
+            Denied,
+        ),
+        (
+            "DELETE",
+            "/v1/tokens/{name}",
+            "/v1/tokens/globex".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/audit",
+            "/v1/audit".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/audit/verify",
+            "/v1/audit/verify".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/capabilities",
+            "/v1/capabilities".into(),
+            Send::Nothing,
+            Denied,
+        ),
+    ];
+    walk.extend([
+        (
+            "GET",
+            "/v1/groups/{name}",
+            "/v1/groups/default".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "PUT",
+            "/v1/connectors/{name}/secret",
+            "/v1/connectors/c/secret".into(),
+            Send::Json(json!({ "value": "x" })),
+            Denied,
+        ),
+        (
+            "DELETE",
+            "/v1/connectors/{name}/secret",
+            "/v1/connectors/c/secret".into(),
+            Send::Nothing,
+            Denied,
+        ),
+    ]);
+    let walked: BTreeSet<(&str, &str)> = walk.iter().map(|(m, t, ..)| (*m, *t)).collect();
+    let routes: BTreeSet<(&str, &str)> = MATRIX.iter().map(|(m, t, _)| (*m, *t)).collect();
+    assert_eq!(walked, routes, "the walk covers every route");
+    for (method, _, path, body, expect) in walk {
+        let (status, answer) = api.call(method, &path, Some("acme"), body).await;
+        let what = format!("{method} {path}: {status} {answer}");
+        match expect {
+            Denied => assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (403, Some("forbidden")),
+                "{what}"
+            ),
+            Hidden => assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (404, Some("not_found")),
+                "{what}"
+            ),
+            Refused => assert!(matches!(status, 400 | 409), "{what}"),
+            Shared => assert_eq!(status, 200, "{what}"),
+            OwnOnly => {
+                assert_eq!(status, 200, "{what}");
+                let items = answer["items"].as_array().unwrap();
+                assert!(!answer.to_string().contains("globex"), "{what}");
+                // The effects list is empty for both; the rest show acme's.
+                if !path.ends_with("effects") {
+                    assert!(!items.is_empty(), "{what}");
+                }
+            }
+        }
+    }
+    assert_eq!(snapshot(&api.host.store).await, before);
+    // The same rows are globex's to see.
+    let (status, _) = api
+        .get(&format!("/v1/triggers/{}", g.trigger), "globex")
+        .await;
+    assert_eq!(status, 200);
+}
+
+/// A bad request: method, path, token, body; the status, code and a word
+/// the message must contain.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Send,
+    u16,
+    &'a str,
+    &'a str,
+);
+
+db_test!(bad_input_gets_a_clear_4xx_and_stores_nothing);
+async fn bad_input_gets_a_clear_4xx_and_stores_nothing(db: Db) {
+    let mut api = start(db).await;
+    let store = api.host.store.clone();
+    let late = token(&store, "late", Role::Admin, None).await;
+    sqlx::query(store.sql("UPDATE api_tokens SET expires_at = 0 WHERE name = 'late'"))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let gone = token(&store, "gone", Role::Admin, None).await;
+    store.token_revoke("gone", "local:test").await.unwrap();
+    api.tokens.insert("late", late);
+    api.tokens.insert("gone", gone);
+    let unknown = paddock::model::identity::new_token_text();
+    let before = snapshot(&store).await;
+    let audit_before = store.audit_list().await.unwrap().len();
+
+    let raw = |text: &str| Send::Raw("application/json", text.as_bytes().to_vec());
+    let cases: Vec<Case> = vec![
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            raw("{\"job\": "),
+            400,
+            "bad_request",
+            "EOF",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            raw("{\"job\": 5}"),
+            400,
+            "bad_request",
+            "invalid type",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            raw("{\"job\": \"acme-job\", \"colour\": 1}"),
+            400,
+            "bad_request",
+            "unknown field `colour`",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            raw("{}"),
+            400,
+            "bad_request",
+            "missing field `job`",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            Send::Raw("text/plain", b"{\"job\": \"acme-job\"}".to_vec()),
+            415,
+            "unsupported_media_type",
+            "application/json",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            Send::Json(json!({ "job": "acme-job", "params": { "pad": "x".repeat(100 << 10) } })),
+            413,
+            "payload_too_large",
+            "64 KiB",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            Some("acme"),
+            Send::Json(
+                json!({ "manifest": "id = \"x\"\ntenant = \"acme\"\ncomponent = \"/etc/passwd\"\n" }),
+            ),
+            400,
+            "bad_request",
+            "push the file first",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            Some("acme"),
+            Send::Json(json!({ "manifest": "id = " })),
+            400,
+            "bad_request",
+            "",
+        ),
+        (
+            "POST",
+            "/v1/tokens",
+            Some("admin"),
+            Send::Json(json!({ "name": "x", "role": "root" })),
+            400,
+            "bad_request",
+            "unknown variant `root`",
+        ),
+        (
+            "GET",
+            "/v1/triggers/abc",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "abc",
+        ),
+        (
+            "GET",
+            "/v1/triggers?limit=0",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "limit must be 1 to 500",
+        ),
+        (
+            "GET",
+            "/v1/triggers?limit=many",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "limit",
+        ),
+        (
+            "GET",
+            "/v1/triggers?colour=red",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "unknown field `colour`",
+        ),
+        (
+            "GET",
+            "/v1/triggers?after=x",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "after must be",
+        ),
+        (
+            "GET",
+            "/v1/triggers/999999",
+            Some("admin"),
+            Send::Nothing,
+            404,
+            "not_found",
+            "trigger 999999",
+        ),
+        (
+            "DELETE",
+            "/v1/triggers",
+            Some("admin"),
+            Send::Nothing,
+            405,
+            "method_not_allowed",
+            "does not take DELETE",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            None,
+            Send::Json(json!({ "job": "acme-job" })),
+            401,
+            "unauthenticated",
+            "missing token",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("Basic abc"),
+            Send::Json(json!({ "job": "acme-job" })),
+            401,
+            "unauthenticated",
+            "not a Paddock token",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some(unknown.as_str()),
+            Send::Json(json!({ "job": "acme-job" })),
+            401,
+            "unauthenticated",
+            "unknown token",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("late"),
+            Send::Json(json!({ "job": "acme-job" })),
+            401,
+            "unauthenticated",
+            "token 'late' expired",
+        ),
+        (
+            "POST",
+            "/v1/triggers",
+            Some("gone"),
+            Send::Json(json!({ "job": "acme-job" })),
+            401,
+            "unauthenticated",
+            "token 'gone' was revoked",
+        ),
+        // A bad token is refused before the body is read.
+        (
+            "POST",
+            "/v1/triggers",
+            None,
+            raw("{\"job\": "),
+            401,
+            "unauthenticated",
+            "missing token",
+        ),
+    ];
+    for (method, path, token, body, status, code, names) in cases {
+        let (got, answer) = api.call(method, path, token, body).await;
+        let what = format!("{method} {path} ({token:?}): {got} {answer}");
+        assert_eq!(got, status, "{what}");
+        assert_eq!(answer["error"]["code"], code, "{what}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(names),
+            "{what}"
+        );
+    }
+    assert_eq!(snapshot(&store).await, before);
+    assert_eq!(store.audit_list().await.unwrap().len(), audit_before);
+}
+
+db_test!(lists_come_in_pages_that_cover_every_row_once);
+async fn lists_come_in_pages_that_cover_every_row_once(db: Db) {
+    let api = start(db).await;
+    for _ in 0..6 {
+        api.host.trigger("acme-job", json!({})).await;
+        api.host.trigger("globex-job", json!({})).await;
+    }
+    for (token, tenant, expected) in [("acme", Some("acme"), 7), ("admin", None, 14)] {
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/triggers?limit=3&after={a}"),
+                None => "/v1/triggers?limit=3".to_string(),
+            };
+            let (status, page) = api.get(&path, token).await;
+            assert_eq!(status, 200, "{page}");
+            let items = page["items"].as_array().unwrap();
+            assert!(items.len() <= 3);
+            for row in items {
+                if let Some(t) = tenant {
+                    assert_eq!(row["trigger"]["tenant"], t);
+                }
+                seen.push(row["trigger"]["id"].as_i64().unwrap());
+            }
+            pages += 1;
+            match page["next"].as_str() {
+                Some(next) => after = Some(next.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), expected, "{token}: {seen:?}");
+        assert!(
+            seen.windows(2).all(|w| w[0] > w[1]),
+            "newest first, once each: {seen:?}"
+        );
+        assert_eq!(pages, expected.div_ceil(3));
+    }
+}
+
+db_test!(writes_through_the_api_are_audited_as_the_token);
+async fn writes_through_the_api_are_audited_as_the_token(db: Db) {
+    let api = start(db).await;
+    let (status, ran) = api
+        .call(
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            Send::Json(
+                json!({ "job": "acme-job", "request_key": "k1", "params": { "pin": "hunter2" } }),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{ran}");
+    // Params are shown as a digest only.
+    assert!(!ran.to_string().contains("hunter2"), "{ran}");
+    let id = ran["trigger"]["id"].as_i64().unwrap();
+    // The same request key is the same run.
+    let (status, again) = api
+        .call(
+            "POST",
+            "/v1/triggers",
+            Some("acme"),
+            Send::Json(json!({ "job": "acme-job", "request_key": "k1" })),
+        )
+        .await;
+    assert_eq!((status, again["created"].as_bool()), (200, Some(false)));
+    let (status, answer) = api
+        .call(
+            "POST",
+            &format!("/v1/triggers/{id}/cancel"),
+            Some("acme"),
+            Send::Json(json!({ "reason": "not needed" })),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    // A component pushed by a team token is its tenant's.
+    let bytes = std::fs::read(guest("spin")).unwrap();
+    let (status, pushed) = api
+        .call(
+            "POST",
+            "/v1/components",
+            Some("acme"),
+            Send::Raw("application/wasm", bytes),
+        )
+        .await;
+    assert_eq!(status, 201, "{pushed}");
+    let digest = pushed["digest"].as_str().unwrap();
+    let (status, _) = api.get(&format!("/v1/components/{digest}"), "acme").await;
+    assert_eq!(status, 200);
+    let (status, _) = api.get(&format!("/v1/components/{digest}"), "globex").await;
+    assert_eq!(status, 404);
+    let (_, shown) = api.get(&format!("/v1/triggers/{id}"), "acme").await;
+    assert!(
+        shown["trigger"]["params"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{shown}"
+    );
+    assert!(!shown.to_string().contains("hunter2"), "{shown}");
+    // An admin sets a connector and its credential; no answer, list or
+    // audit entry carries the value.
+    let connector = json!({
+        "name": "ledger", "kind": "http", "base_url": "http://127.0.0.1:9/v1",
+        "timeout_ms": 1000, "permits": 4, "rate_per_sec": 0.0, "compares_tokens": false,
+        "queryable": false, "idempotent": true, "breaker_failure_rate": 0.5,
+        "breaker_min_calls": 10, "breaker_window_ms": 10000, "breaker_open_ms": 5000,
+    });
+    let (status, answer) = api
+        .call(
+            "PUT",
+            "/v1/connectors/ledger",
+            Some("admin"),
+            Send::Json(connector),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = api
+        .call(
+            "PUT",
+            "/v1/connectors/ledger/secret",
+            Some("admin"),
+            Send::Json(json!({ "value": "s3cr3t-value" })),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(!answer.to_string().contains("s3cr3t"), "{answer}");
+    let (_, listed) = api.get("/v1/connectors/secrets", "admin").await;
+    assert_eq!(listed[0]["connector"], "ledger", "{listed}");
+    assert!(!listed.to_string().contains("s3cr3t"), "{listed}");
+    let audit = api.host.store.audit_list().await.unwrap();
+    assert!(audit.iter().all(|e| !e.detail.contains("s3cr3t")));
+    let set = audit
+        .iter()
+        .find(|e| e.action.starts_with("connector.secret"))
+        .unwrap();
+    assert_eq!(set.actor, "token:admin");
+    for action in ["trigger.run", "trigger.cancel", "component.push"] {
+        let entry = audit
+            .iter()
+            .rev()
+            .find(|e| e.action == action)
+            .unwrap_or_else(|| panic!("no {action} in {audit:?}"));
+        assert_eq!(entry.actor, "token:acme", "{action}");
+    }
+    // No token's text is in any answer or entry but its creation's.
+    let text = &api.tokens["acme"];
+    assert!(audit.iter().all(|e| !e.detail.contains(&text[4..])));
+}
+
+/// `paddock ARGS` with the environment cleared of Paddock's variables.
+async fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(args)
+        .env_remove("PADDOCK_SERVER")
+        .env_remove("PADDOCK_TOKEN")
+        .env_remove("PADDOCK_DATABASE_URL")
+        .env_remove("PADDOCK_LOG")
+        .output()
+        .await
+        .expect("run paddock");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+db_test!(the_command_line_prints_the_same_from_a_server_as_from_the_database);
+async fn the_command_line_prints_the_same_from_a_server_as_from_the_database(db: Db) {
+    let api = start(db).await;
+    let admin = api.tokens["admin"].clone();
+    let url = api.host.url.clone();
+    let id = api.acme.trigger.to_string();
+    for command in [
+        vec!["trigger", "show", id.as_str()],
+        vec!["trigger", "list"],
+        vec!["job", "list"],
+        vec!["job", "show", "acme-job"],
+        vec!["component", "list"],
+        vec!["component", "inspect", api.acme.digest.as_str()],
+        vec!["effects", "list"],
+        vec!["exceptions", "list"],
+        vec!["exceptions", "list", "--all"],
+        vec!["audit", "list"],
+    ] {
+        let mut local = vec!["--database-url", url.as_str()];
+        local.extend(&command);
+        let mut remote = vec!["--server", api.base.as_str(), "--token", admin.as_str()];
+        remote.extend(&command);
+        let (ok_local, local_out, local_err) = cli(&local).await;
+        let (ok_remote, remote_out, remote_err) = cli(&remote).await;
+        assert!(
+            ok_local && ok_remote,
+            "{command:?}: {local_err} / {remote_err}"
+        );
+        assert!(!local_out.is_empty(), "{command:?}");
+        assert_eq!(remote_out, local_out, "{command:?}");
+    }
+    // A remote run is the token's, and a refusal is one line naming it.
+    let (ok, out, err) = cli(&[
+        "--server",
+        &api.base,
+        "--token",
+        &api.tokens["acme"],
+        "trigger",
+        "run",
+        "acme-job",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("trigger ") && out.contains(" created "),
+        "{out}"
+    );
+    let (ok, _, err) = cli(&[
+        "--server",
+        &api.base,
+        "--token",
+        &api.tokens["acme"],
+        "trigger",
+        "show",
+        &api.globex.trigger.to_string(),
+    ])
+    .await;
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not found (HTTP 404)"), "{err}");
+    let (ok, _, err) = cli(&["--server", &api.base, "trigger", "list"]).await;
+    assert!(!ok && err.contains("--server needs --token"), "{err}");
+    let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "audit", "verify"]).await;
+    assert!(
+        !ok && err.contains("does not work with --server yet"),
+        "{err}"
+    );
+}
