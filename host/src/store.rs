@@ -32,6 +32,7 @@ mod control;
 pub mod dialect;
 mod effects;
 mod fence;
+mod gates;
 mod groups;
 #[cfg(test)]
 mod guards;
@@ -39,6 +40,7 @@ mod metrics;
 mod model;
 mod quotas;
 mod read;
+mod requests;
 mod roles;
 mod runner;
 #[doc(hidden)]
@@ -57,6 +59,7 @@ pub use backlog::{
     GroupStatus, ID_ORDER_SLACK_MS, StatusQuery, StatusReport, status_settings, status_statements,
 };
 pub use dialect::Dialect;
+pub use gates::GateRecord;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use metrics::{
     ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,
