@@ -525,8 +525,10 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
 
     // Cancel and success race: open the gates and cancel at once. Each
     // trigger ends in exactly one of them, with nothing of the other.
+    // Four: the runner (8 slots) claims while at least 4 are free, so all
+    // four reach their gates together.
     let mut racing = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..4 {
         let id = host.trigger("race", json!({"steps": 40})).await.id;
         ledger.hold_gate(id, 1).await;
         racing.push(id);
@@ -546,7 +548,7 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
     // (counted final, with the first one).
     assert_eq!(
         report.stop_requested + report.cancelled + report.already_final,
-        7,
+        5,
         "{report:?}"
     );
     let mut outcomes = std::collections::BTreeMap::new();
@@ -576,6 +578,36 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
         *outcomes.entry(t.state.to_string()).or_insert(0) += 1;
     }
     eprintln!("cancel vs success: {outcomes:?}");
+    // The cancel wins against a run that cannot finish first (it works
+    // until told to stop): it ends cancelled, with no result.
+    let busy = host
+        .trigger("race", json!({"steps": 1, "gate_at": 9, "burn": true}))
+        .await
+        .id;
+    eventually(Duration::from_secs(60), "the busy run started", || async {
+        (host.store.trigger_get(busy).await.unwrap().state == "running").then_some(())
+    })
+    .await;
+    let report = host
+        .store
+        .gate_cancel(&scope, "local:ops", "stop it")
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.stop_requested, report.cancelled),
+        (1, 0),
+        "{report:?}"
+    );
+    let t = eventually(
+        Duration::from_secs(60),
+        "the busy run cancelled",
+        || async {
+            let t = host.store.trigger_get(busy).await.unwrap();
+            t.state.is_terminal().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!((t.state.as_str(), t.result), ("cancelled", None));
     // A second cancel changes nothing: every one is final.
     let again = host
         .store
