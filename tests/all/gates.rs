@@ -742,14 +742,19 @@ async fn pause_latency_of_100_running_triggers_on_two_processes() {
     let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     put_gate(&host.store, &ledger).await;
-    host.group("ga", i64::MAX, 64 << 20, Duration::from_secs(600))
-        .await;
-    gated_job(&host, "busy", "t1", "ga", None).await;
+    // Two groups of 50 (a test group runs at most 64), one tenant.
+    for (job, group) in [("busy-a", "ga"), ("busy-b", "gb")] {
+        host.group(group, i64::MAX, 64 << 20, Duration::from_secs(600))
+            .await;
+        gated_job(&host, job, "t1", group, None).await;
+    }
     let flags = [
+        // A runner claims once min(batch, concurrency / 2) slots are free:
+        // small batches, so both fill up.
         "--concurrency",
-        "50",
+        "60",
         "--claim-batch",
-        "25",
+        "5",
         "--lease",
         "30s",
         "--heartbeat",
@@ -762,14 +767,15 @@ async fn pause_latency_of_100_running_triggers_on_two_processes() {
         Proc::serve("lat-b", &host.url, host.dir.path(), &flags),
     ];
     let mut ids = Vec::new();
-    for _ in 0..100 {
+    for i in 0..100 {
+        let job = if i % 2 == 0 { "busy-a" } else { "busy-b" };
         ids.push(
-            host.trigger("busy", json!({"steps": 1, "gate_at": 9, "burn": true}))
+            host.trigger(job, json!({"steps": 1, "gate_at": 9, "burn": true}))
                 .await
                 .id,
         );
     }
-    eventually(Duration::from_secs(300), "100 running", || async {
+    eventually(Duration::from_secs(120), "100 running", || async {
         let n = scalar(
             &host,
             "SELECT count(*) FROM triggers WHERE state = 'running'",
@@ -784,7 +790,7 @@ async fn pause_latency_of_100_running_triggers_on_two_processes() {
         (n == 100).then_some(())
     })
     .await;
-    let scope = GateScope::Job("busy".into());
+    let scope = GateScope::Tenant("t1".into());
     let started = Instant::now();
     host.store
         .gate_pause(&scope, "local:ops", "figure")
@@ -801,12 +807,19 @@ async fn pause_latency_of_100_running_triggers_on_two_processes() {
     })
     .await;
     let all_paused = started.elapsed();
-    // The guests' safe points: the mean interval between polls is what a
-    // burst takes on a shared machine; reported from the attempts' wall
-    // time is not possible, so it is estimated from a burn of one guest.
+    // On the database clock: from the gate's close to the first and the
+    // last trigger paused (their release commits).
+    let (first, last): (i64, i64) = sqlx::query_as(host.store.sql(
+        "SELECT min(t.updated_at) - max(g.closed_at), max(t.updated_at) - max(g.closed_at) \
+         FROM triggers t, gates g WHERE t.state = 'paused'",
+    ))
+    .fetch_one(host.store.pool())
+    .await
+    .unwrap();
     eprintln!(
         "pause latency ({db:?}, heartbeat {heartbeat}): the pause committed in {asked:?}; \
-         all 100 running triggers paused {all_paused:?} after the command"
+         all 100 running triggers paused {all_paused:?} after the command (database clock: \
+         first paused {first} ms, last {last} ms after the gate closed)"
     );
     host.store
         .gate_cancel(&scope, "local:ops", "figure done")
