@@ -826,3 +826,112 @@ async fn pause_latency_of_100_running_triggers_on_two_processes() {
         .await
         .unwrap();
 }
+
+/// `paddock ARGS...` on `url`, to completion: (success, stdout, stderr).
+fn paddock(url: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .arg("--database-url")
+        .arg(url)
+        .args(args)
+        .env_remove("PADDOCK_LOG")
+        .output()
+        .expect("run paddock");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+db_test!(the_command_line_pauses_lists_resumes_and_cancels_audited_as_local);
+async fn the_command_line_pauses_lists_resumes_and_cancels_audited_as_local(db: Db) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
+    host.group("ga", i64::MAX, 64 << 20, Duration::from_secs(300))
+        .await;
+    gated_job(&host, "in", "t1", "ga", Some("etl")).await;
+    let queued = host.trigger("in", json!({})).await.id;
+    let url = host.url.as_str();
+
+    let (ok, out, err) = paddock(
+        url,
+        &[
+            "--actor", "ana", "pause", "--type", "etl", "--reason", "freeze",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.trim(),
+        "paused type 'etl': 0 running asked to pause at their next safe point, 1 queued paused"
+    );
+    let (ok, out, _) = paddock(url, &["gates"]);
+    assert!(
+        ok && out.contains("type 'etl'") && out.contains("by local:ana: freeze"),
+        "{out}"
+    );
+    // Refusals: one line each, naming the problem; nothing changes.
+    let (ok, _, err) = paddock(url, &["pause", "--type", "etl", "--reason", "again"]);
+    assert!(
+        !ok && err.trim().starts_with("error: ") && err.contains("already paused"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (ok, _, err) = paddock(
+        url,
+        &["pause", "--job", "in", "--tenant", "t1", "--reason", "x"],
+    );
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (ok, _, err) = paddock(url, &["resume", "--job", "in", "--reason", "x"]);
+    assert!(!ok && err.contains("job 'in' is not paused"), "{err}");
+    let (ok, _, err) = paddock(url, &["trigger", "run", "in"]);
+    assert!(!ok && err.contains("job 'in' is paused"), "{err}");
+
+    let (ok, out, err) = paddock(
+        url,
+        &[
+            "--actor", "ana", "resume", "--type", "etl", "--reason", "thaw",
+        ],
+    );
+    assert!(
+        ok && out.starts_with("resumed type 'etl': 1 paused due again"),
+        "{out}{err}"
+    );
+    let (ok, out, err) = paddock(
+        url,
+        &[
+            "--actor", "ana", "cancel", "--job", "in", "--reason", "drop",
+        ],
+    );
+    assert!(
+        ok && out.contains("1 not started or paused, now cancelled"),
+        "{out}{err}"
+    );
+    assert_eq!(
+        host.store.trigger_get(queued).await.unwrap().state,
+        "cancelled"
+    );
+    let (ok, out, _) = paddock(url, &["cancel", "--job", "in", "--reason", "again"]);
+    assert!(
+        ok && out.starts_with("nothing to cancel in job 'in'")
+            && out.contains("1 already finished"),
+        "{out}"
+    );
+    let actors: Vec<(String, String)> = sqlx::query_as(
+        host.store
+            .sql("SELECT action, actor FROM audit_log WHERE action LIKE 'gate.%' ORDER BY seq"),
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        actors,
+        [
+            ("gate.pause", "local:ana"),
+            ("gate.resume", "local:ana"),
+            ("gate.cancel", "local:ana"),
+            ("gate.cancel", "local:cli"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+}
