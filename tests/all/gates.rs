@@ -130,6 +130,27 @@ async fn a_gate_closes_its_scope_and_only_the_last_gate_reopens_a_trigger(db: Db
     );
     // Another job's runs are not touched.
     host.trigger("out", json!({})).await;
+    // A parked trigger of the scope cannot be approved into it.
+    let parked = host.trigger("out", json!({})).await.id;
+    sqlx::query(host.store.sql(
+        "UPDATE triggers SET state = 'manual', job_id = 'in', tenant = 't1', \
+         resource_group = 'ga' WHERE id = ?",
+    ))
+    .bind(parked)
+    .execute(host.store.pool())
+    .await
+    .unwrap();
+    let why = conflict(
+        host.store
+            .trigger_approve(parked, "local:ops", "go")
+            .await
+            .unwrap_err(),
+    );
+    assert!(why.contains("job 'in' is paused"), "{why}");
+    assert_eq!(
+        host.store.trigger_get(parked).await.unwrap().state,
+        "manual"
+    );
 
     // A second gate over the same triggers (their type): resuming the job
     // keeps them paused until the type reopens too.
@@ -189,7 +210,12 @@ async fn a_gate_closes_its_scope_and_only_the_last_gate_reopens_a_trigger(db: Db
         )
         .await
         .unwrap();
-    assert_eq!(cancelled.cancelled, 2);
+    // The two queued ones and the parked one.
+    assert_eq!(cancelled.cancelled, 3);
+    assert_eq!(
+        host.store.trigger_get(parked).await.unwrap().state,
+        "cancelled"
+    );
     assert_eq!(
         host.store.trigger_get(queued[1]).await.unwrap().state,
         "cancelled"

@@ -357,6 +357,7 @@ impl ControlStore for Store {
     /// Approve a parked (`manual`) trigger: it becomes pending, audited.
     async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
+        self.refuse_approval_if_gated(&mut tx, id).await?;
         let updated = sqlx::query(self.sql(APPROVE))
             .bind(id)
             .execute(&mut *tx)

@@ -75,6 +75,29 @@ impl Store {
         }
     }
 
+    /// Refuse to approve parked trigger `id` while a closed gate covers
+    /// it: approved, it would be claimable inside a paused scope.
+    pub(in crate::store) async fn refuse_approval_if_gated(
+        &self,
+        tx: &mut Tx,
+        id: i64,
+    ) -> StoreResult<()> {
+        let row: Option<(String, i64, String, String)> =
+            sqlx::query_as(self.sql(
+                "SELECT job_id, plan_version, tenant, resource_group FROM triggers WHERE id = ?",
+            ))
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        match row {
+            Some((job, version, tenant, group)) => {
+                self.refuse_if_gated(tx, &job, version, &tenant, &group)
+                    .await
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Hold the fires a scan just created in `shard` (from `first_at` on)
     /// that a closed gate covers: `paused`, in the scan's transaction.
     /// Costs one read of the open gates when none is closed.
