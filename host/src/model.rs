@@ -13,6 +13,7 @@
 //! | `group.rs` | resource groups, their effective concurrency, tenant quotas |
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
+//! | `gates.rs` | pause, resume and cancel at five scopes: [`gates::GateScope`], their reports, late fires at resume |
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
 //! | `report.rs` | `paddock report`: incident classes and auto-closure, cost per correct result, conservation checks |
 //! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
@@ -25,6 +26,7 @@ pub mod backlog;
 pub mod capability;
 pub mod caps;
 pub mod fencing;
+pub mod gates;
 pub mod grants;
 pub mod group;
 pub mod identity;

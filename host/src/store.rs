@@ -33,6 +33,7 @@ pub mod dialect;
 mod effects;
 mod fence;
 mod fence_log;
+mod gates;
 mod groups;
 #[cfg(test)]
 mod guards;
@@ -41,6 +42,7 @@ mod model;
 mod quotas;
 mod read;
 mod reports;
+mod requests;
 mod roles;
 mod runner;
 mod scoped;
@@ -61,6 +63,7 @@ pub use backlog::{
     GroupStatus, ID_ORDER_SLACK_MS, StatusQuery, StatusReport, status_settings, status_statements,
 };
 pub use dialect::Dialect;
+pub use gates::GateRecord;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use metrics::{
     ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,

@@ -1707,7 +1707,7 @@ async fn the_database_accepts_every_state_of_the_state_machine(db: Fixture) {
 async fn the_database_refuses_a_trigger_state_outside_the_state_machine(db: Fixture) {
     let id = db.trigger().await;
     let before = db.snapshot().await;
-    for bogus in ["", "PENDING", "done", "paused", "compensating", "running "] {
+    for bogus in ["", "PENDING", "done", "held", "compensating", "running "] {
         let update = sqlx::query(db.store.sql("UPDATE triggers SET state = ? WHERE id = ?"))
             .bind(bogus)
             .bind(id)

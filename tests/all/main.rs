@@ -56,6 +56,7 @@ mod drain;
 mod effects;
 mod effects_storm;
 mod faults;
+mod gates;
 mod group_commit;
 mod guests;
 mod hostile;

@@ -87,7 +87,7 @@ mod sqlite {
                 .unwrap();
         assert_eq!(sequence.0, 4, "a deleted id is never handed out again");
 
-        let unknown_state = sqlx::query("UPDATE triggers SET state = 'paused' WHERE id = 3")
+        let unknown_state = sqlx::query("UPDATE triggers SET state = 'done' WHERE id = 3")
             .execute(store.pool())
             .await
             .expect_err("the CHECK survives the rebuild");
@@ -104,9 +104,26 @@ mod sqlite {
         .fetch_all(store.pool())
         .await
         .unwrap();
-        assert!(
-            indexes.iter().any(|(name,)| name == "triggers_pending"),
-            "indexes are re-created: {indexes:?}"
-        );
+        // Every index made since 0008, re-created by 0018's rebuild.
+        for index in [
+            "triggers_job",
+            "triggers_pending",
+            "triggers_recovery",
+            "triggers_manual",
+            "triggers_running",
+            "triggers_succeeded",
+            "triggers_parked",
+            "triggers_paused",
+        ] {
+            assert!(
+                indexes.iter().any(|(name,)| name == index),
+                "{index} is re-created: {indexes:?}"
+            );
+        }
+        // 0018's state is known to the CHECK.
+        sqlx::query("UPDATE triggers SET state = 'paused' WHERE id = 3")
+            .execute(store.pool())
+            .await
+            .unwrap();
     }
 }

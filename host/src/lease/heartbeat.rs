@@ -263,6 +263,11 @@ async fn renew(
             if cancel_requested {
                 kept.stop.request(StopReason::Cancel);
             }
+            if renewal.pause_requested && kept.stop.reason().is_none() {
+                // Tests and the pause-latency figure read this line.
+                tracing::info!(trigger_id, "gate closed: asking the attempt to pause");
+                kept.stop.request(StopReason::Pause);
+            }
             return;
         }
         Ok(Err(StoreError::LeaseLost {

@@ -90,7 +90,7 @@ impl AttemptServices for RunnerServices {
                 // or stays `intent`/`unknown` for the next attempt to query).
                 Some(StopReason::Pause | StopReason::Shutdown) => {
                     return Err(EffectError::CircuitOpen(format!(
-                        "not sent: the host is draining; '{}' can be retried after the trigger resumes",
+                        "not sent: the host is draining or a gate paused the trigger; '{}' can be retried after the trigger resumes",
                         request.idempotency_key
                     )));
                 }

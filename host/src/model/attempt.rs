@@ -171,7 +171,8 @@ impl RunReport {
 /// Why the host wants a guest to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum StopReason {
-    /// Pause requested (a drain): answered at the next host call; not forced.
+    /// Pause requested (a drain, or a closed gate seen by a heartbeat):
+    /// answered at the next host call; not forced.
     Pause,
     /// Cancel requested: answered at the next host call; not forced.
     Cancel,
@@ -392,9 +393,9 @@ pub fn decide_end(inputs: EndInputs<'_>) -> EndDecision {
     if drained(stop, &report.result) {
         let why = match &report.result {
             RunResult::JobFailed { message, .. } | RunResult::Trapped { message, .. } => {
-                format!("drained at shutdown: {message}")
+                format!("paused at a safe point (drain or gate): {message}")
             }
-            RunResult::Output(_) => "drained at shutdown".to_string(),
+            RunResult::Output(_) => "paused at a safe point (drain or gate)".to_string(),
         };
         return EndDecision::Release {
             end,

@@ -43,6 +43,11 @@ pub struct PlanSpec {
     /// the digest when empty, so plans made before it keep their digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// The job's type: a label a gate can pause by (`paddock pause --type
+    /// T`). Left out of the digest when absent, so plans made before it
+    /// keep their digests.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
     /// The canonical schedule spec (all defaults filled in); the schedule
     /// plane reads it (`ScheduleSpec::of_plan`).
     pub schedule: Value,

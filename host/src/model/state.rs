@@ -22,8 +22,14 @@
 //!   result: an overlap wait, a drain at shutdown, or a park behind an open
 //!   circuit breaker. The attempt is closed as `released` and does not
 //!   spend the retry budget.
-//! - **Cancel** ends a trigger that has not started; a running one is asked
-//!   to stop and ends through *finish*.
+//! - **Cancel** ends a trigger that has not started (or is paused); a
+//!   running one is asked to stop and ends through *finish*.
+//! - **Pause** (a gate closes, `model::gates`) moves queued triggers of the
+//!   gate's scope (`pending`, `retry_wait`) to `paused`; a running one is
+//!   asked to pause and ends through *release* (or *finish* to a retry) in
+//!   `paused`. **Resume** (the last gate covering it reopens) moves it to
+//!   `pending` — or, for a scheduled fire never started and now late, to
+//!   what its job's misfire policy says (`pending`, `manual`, `skipped`).
 //! - `succeeded`, `failed`, `cancelled` and `skipped` are final: a completed
 //!   trigger is never rewritten (DESIGN §3).
 //!
@@ -57,14 +63,17 @@ pub enum TriggerState {
     Skipped,
     /// Parked by the misfire policy until a person approves it.
     Manual,
+    /// Held by a closed gate (`paddock pause`): not claimable until the
+    /// gates covering it reopen; resumes from its last checkpoint.
+    Paused,
 }
 
 use TriggerState::*;
 
 impl TriggerState {
     /// Every state, in the order the migrations' CHECK lists them.
-    pub const ALL: [TriggerState; 8] = [
-        Pending, Running, RetryWait, Succeeded, Failed, Cancelled, Skipped, Manual,
+    pub const ALL: [TriggerState; 9] = [
+        Pending, Running, RetryWait, Succeeded, Failed, Cancelled, Skipped, Manual, Paused,
     ];
 
     /// The name stored in the database and shown to people.
@@ -78,6 +87,7 @@ impl TriggerState {
             Cancelled => "cancelled",
             Skipped => "skipped",
             Manual => "manual",
+            Paused => "paused",
         }
     }
 
@@ -157,10 +167,16 @@ pub enum Transition {
     Approve,
     /// A person cancels a trigger that has not started.
     CancelUnstarted,
+    /// A gate closes over a queued trigger (`paddock pause`).
+    Pause,
+    /// The last gate covering a paused trigger reopens (`paddock resume`):
+    /// due again, or judged by its job's misfire policy if it is a
+    /// scheduled fire that was never started and is now late.
+    Resume,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 7] = [
+    pub const ALL: [Transition; 9] = [
         Transition::Create,
         Transition::Claim,
         Transition::TakeOver,
@@ -168,6 +184,8 @@ impl Transition {
         Transition::Release,
         Transition::Approve,
         Transition::CancelUnstarted,
+        Transition::Pause,
+        Transition::Resume,
     ];
 
     /// The states this transition starts from (none: it creates the row).
@@ -179,7 +197,9 @@ impl Transition {
             Transition::Finish => &[Running],
             Transition::Release => &[Running],
             Transition::Approve => &[Manual],
-            Transition::CancelUnstarted => &[Pending, RetryWait, Manual],
+            Transition::CancelUnstarted => &[Pending, RetryWait, Manual, Paused],
+            Transition::Pause => &[Pending, RetryWait],
+            Transition::Resume => &[Paused],
         }
     }
 
@@ -188,9 +208,15 @@ impl Transition {
         match self {
             Transition::Create => &[Pending, Manual],
             Transition::Claim | Transition::TakeOver => &[Running],
-            Transition::Finish => &[Succeeded, Failed, Cancelled, Skipped, RetryWait],
-            Transition::Release | Transition::Approve => &[Pending],
+            // `paused`: a retry of a trigger a gate asked to pause.
+            Transition::Finish => &[Succeeded, Failed, Cancelled, Skipped, RetryWait, Paused],
+            // `paused`: the attempt answered a gate's pause request.
+            Transition::Release => &[Pending, Paused],
+            Transition::Approve => &[Pending],
             Transition::CancelUnstarted => &[Cancelled],
+            Transition::Pause => &[Paused],
+            // `manual` / `skipped`: a late scheduled fire, by its misfire policy.
+            Transition::Resume => &[Pending, Manual, Skipped],
         }
     }
 
@@ -234,6 +260,9 @@ macro_rules! trigger_state {
     };
     (manual) => {
         "'manual'"
+    };
+    (paused) => {
+        "'paused'"
     };
 }
 
@@ -360,6 +389,13 @@ mod tests {
             (RetryWait, Cancelled),
             (Manual, Pending),
             (Manual, Cancelled),
+            (Running, Paused),
+            (Pending, Paused),
+            (RetryWait, Paused),
+            (Paused, Pending),
+            (Paused, Manual),
+            (Paused, Skipped),
+            (Paused, Cancelled),
         ];
         let mut expected = expected.to_vec();
         expected.sort();
@@ -396,6 +432,7 @@ mod tests {
                 Cancelled => trigger_state!(cancelled),
                 Skipped => trigger_state!(skipped),
                 Manual => trigger_state!(manual),
+                Paused => trigger_state!(paused),
             };
             assert_eq!(literal, format!("'{state}'"));
         }

@@ -40,6 +40,10 @@ pub struct JobManifest {
     /// `scratch`, `env:NAME` (an admin must grant each to the group).
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// The job's type: a label gates pause by (`paddock pause --type T`);
+    /// letters, digits, `.`, `_`, `-`.
+    #[serde(default, rename = "type")]
+    pub job_type: Option<String>,
     /// The schedule (cron, interval, at, manual). Absent means manual-only.
     #[serde(default)]
     pub schedule: Option<toml::Table>,
@@ -121,6 +125,9 @@ impl JobManifest {
         check_name("id", &manifest.id)?;
         check_name("tenant", &manifest.tenant)?;
         check_name("resource_group", &manifest.resource_group)?;
+        if let Some(job_type) = &manifest.job_type {
+            check_name("type", job_type)?;
+        }
         if manifest.version == Some(0) {
             return Err(field_error("version", "versions start at 1"));
         }
@@ -190,6 +197,7 @@ impl JobManifest {
             },
             connectors,
             capabilities,
+            job_type: self.job_type.clone(),
             schedule,
         })
     }

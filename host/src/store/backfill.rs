@@ -36,6 +36,8 @@ impl Store {
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
         let (mut tx, _turn) = self.begin_write().await?;
+        self.refuse_if_gated(&mut tx, job_id, version, &job.tenant, &plan.resource_group)
+            .await?;
         let mut created = 0;
         for at in times {
             created += sqlx::query(self.sql(concat!(

@@ -14,36 +14,8 @@ use crate::trigger_state;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-/// A person's cancel of a trigger that has not started
-/// ([`crate::model::Transition::CancelUnstarted`]).
-pub(super) const CANCEL_UNSTARTED: &str = concat!(
-    "UPDATE triggers SET state = ",
-    trigger_state!(cancelled),
-    ", error_class = 'cancelled', error_message = 'cancelled before it ran', finished_at = ",
-    now_ms!(),
-    ", updated_at = ",
-    now_ms!(),
-    " WHERE id = ? AND state IN (",
-    trigger_state!(pending),
-    ", ",
-    trigger_state!(retry_wait),
-    ", ",
-    trigger_state!(manual),
-    ")"
-);
-
-/// A person's approval of a trigger the misfire policy parked
-/// ([`crate::model::Transition::Approve`]).
-pub(super) const APPROVE: &str = concat!(
-    "UPDATE triggers SET state = ",
-    trigger_state!(pending),
-    ", next_run_at = ",
-    now_ms!(),
-    ", updated_at = ",
-    now_ms!(),
-    " WHERE id = ? AND state = ",
-    trigger_state!(manual)
-);
+mod statements;
+pub(super) use statements::{APPROVE, CANCEL_UNSTARTED};
 
 #[async_trait]
 impl ControlStore for Store {
@@ -317,6 +289,22 @@ impl ControlStore for Store {
         // insert's transaction, its row locked on PostgreSQL, so creators
         // racing for the same minute queue up instead of all getting in.
         let (mut tx, _turn) = self.begin_write().await?;
+        if let (Some(partition), "manual") = (&new.partition_key, new.origin.as_str())
+            && let Some(key) = self
+                .existing_request(&mut tx, &new.job_id, partition)
+                .await?
+        {
+            tx.commit().await?;
+            return Ok((self.trigger_by_key(&key).await?, false));
+        }
+        self.refuse_if_gated(
+            &mut tx,
+            &new.job_id,
+            version,
+            &job.tenant,
+            &plan.resource_group,
+        )
+        .await?;
         let next_run_at = if new.origin == "manual" {
             self.manual_due_at(&mut tx, &job.tenant, scheduled_at)
                 .await?
@@ -364,6 +352,7 @@ impl ControlStore for Store {
     /// Approve a parked (`manual`) trigger: it becomes pending, audited.
     async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
+        self.refuse_approval_if_gated(&mut tx, id).await?;
         let updated = sqlx::query(self.sql(APPROVE))
             .bind(id)
             .execute(&mut *tx)
@@ -590,7 +579,7 @@ impl Store {
         .await?;
         sqlx::query(self.sql(concat!(
             "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
-             resource_group, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ",
+             resource_group, created_by, job_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ")"
         )))
@@ -601,6 +590,7 @@ impl Store {
         .bind(&spec.component)
         .bind(&spec.resource_group)
         .bind(actor)
+        .bind(&spec.job_type)
         .execute(&mut **tx)
         .await?;
         self.job_schedule_sync(tx, job_id, version, spec, schedule)

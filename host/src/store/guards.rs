@@ -7,10 +7,16 @@
 //! catch a right spelling in the wrong place.)
 
 use super::control::{APPROVE, CANCEL_UNSTARTED};
+use super::dialect::Dialect;
+use super::gates::holds::HOLD_FIRES;
+use super::gates::{
+    ASK_RUNNING, CANCEL_QUEUED, PAUSE_QUEUED, RESUME_PARKED, RESUME_PAUSED, RESUME_SKIPPED, scoped,
+};
 use super::runner::{
     CHECKPOINT_SAVE, CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW, CLAIM_UPDATE, FINISH_MOVE,
     FINISH_TRIGGER, RELEASE_TRIGGER, RENEW,
 };
+use crate::model::gates::GateScope;
 use crate::model::{Transition, TriggerState};
 use std::collections::BTreeSet;
 
@@ -28,7 +34,19 @@ fn quoted_after(text: &str, key: &str) -> Vec<String> {
             .last()
             .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
         if whole {
-            let list = if let Some(list) = after.strip_prefix(" IN (") {
+            let list = if let Some(case) = after.strip_prefix(" = CASE WHEN ") {
+                // `state = CASE WHEN … THEN 'x' ELSE 'y' END`: the written
+                // states are the branches' literals (the condition's are not).
+                let case = &case[..case.find(" END").expect("closed CASE")];
+                found.extend(
+                    case.split(" THEN ")
+                        .skip(1)
+                        .flat_map(|branch| branch.split(" ELSE "))
+                        .filter_map(|b| b.trim().strip_prefix('\''))
+                        .map(|b| b[..b.find('\'').expect("closed literal")].to_string()),
+                );
+                ""
+            } else if let Some(list) = after.strip_prefix(" IN (") {
                 &list[..list.find(')').expect("closed IN list")]
             } else if let Some(one) = after.strip_prefix(" = '") {
                 &one[..one.find('\'').expect("closed literal")]
@@ -76,7 +94,46 @@ enum Guard {
 /// the transitions it makes and how it guards them.
 fn statements() -> Vec<(&'static str, &'static str, Vec<Transition>, Guard)> {
     use Guard::*;
+    let job = GateScope::Job("j".into());
+    let gate =
+        |t: &str| -> &'static str { Box::leak(scoped(Dialect::Sqlite, t, &job).into_boxed_str()) };
     vec![
+        (
+            "pause queued",
+            gate(PAUSE_QUEUED),
+            vec![Transition::Pause],
+            Exact,
+        ),
+        (
+            "hold a scan's fires",
+            HOLD_FIRES,
+            vec![Transition::Pause],
+            Lane,
+        ),
+        (
+            "resume",
+            gate(RESUME_PAUSED),
+            vec![Transition::Resume],
+            Exact,
+        ),
+        (
+            "resume parked",
+            RESUME_PARKED,
+            vec![Transition::Resume],
+            Exact,
+        ),
+        (
+            "resume skipped",
+            RESUME_SKIPPED,
+            vec![Transition::Resume],
+            Exact,
+        ),
+        (
+            "cancel at a scope",
+            gate(CANCEL_QUEUED),
+            vec![Transition::CancelUnstarted],
+            Exact,
+        ),
         (
             "claim (SQLite)",
             CLAIM_ROW,
@@ -168,7 +225,12 @@ fn the_claim_lanes_together_cover_every_claimable_state() {
 
 #[test]
 fn writes_under_a_trigger_lease_guard_on_running_only() {
-    for (name, sql) in [("heartbeat", RENEW), ("checkpoint", CHECKPOINT_SAVE)] {
+    let ask = scoped(Dialect::Sqlite, ASK_RUNNING, &GateScope::Job("j".into()));
+    for (name, sql) in [
+        ("heartbeat", RENEW),
+        ("checkpoint", CHECKPOINT_SAVE),
+        ("ask to pause", ask.as_str()),
+    ] {
         let (written, guarded) = states_of(sql);
         assert!(written.is_empty(), "{name} must not change the state");
         assert_eq!(guarded, names(&[TriggerState::Running]), "{name}\n{sql}");
@@ -180,11 +242,11 @@ fn both_migrations_check_exactly_the_state_machines_states() {
     for (database, migration) in [
         (
             "sqlite",
-            include_str!("../../../migrations/sqlite/0008_hot_path.sql"),
+            include_str!("../../../migrations/sqlite/0018_gates.sql"),
         ),
         (
             "postgres",
-            include_str!("../../../migrations/postgres/0007_trigger_state_check.sql"),
+            include_str!("../../../migrations/postgres/0018_gates.sql"),
         ),
     ] {
         let check = migration
@@ -217,6 +279,19 @@ fn closing_paren(text: &str) -> usize {
         }
     }
     panic!("unclosed CHECK")
+}
+
+#[test]
+fn a_gate_pause_lands_paused_whatever_ends_the_attempt() {
+    for (name, sql) in [
+        ("release", RELEASE_TRIGGER),
+        ("finish (SQLite)", FINISH_TRIGGER),
+    ] {
+        let (written, _) = states_of(sql);
+        assert!(written.contains("paused"), "{name}: {written:?}\n{sql}");
+        assert!(sql.contains("pause_requested = 1"), "{name}\n{sql}");
+    }
+    assert!(FINISH_MOVE.contains("triggers.pause_requested = 1 THEN 'paused'"));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! | rows | from | index |
 //! |---|---|---|
 //! | waiting triggers per (state, group, tenant) and the earliest `next_run_at` | `triggers` | the claim lanes' partial indexes `triggers_pending` and `triggers_recovery` (a walk of the waiting rows only; SQLite checked with `EXPLAIN QUERY PLAN`) |
-//! | running and parked (`manual`) triggers per (group, tenant) | `triggers` | `triggers_running`; `triggers_parked` (migration 0017) |
+//! | running, parked (`manual`) and `paused` triggers per (group, tenant) | `triggers` | `triggers_running`; `triggers_parked` (migration 0017); `triggers_paused` (0018) |
 //! | counters | `counters` | a few dozen rows |
 //! | unknown effects and the oldest | `effects` | `effects_state` |
 //! | compensations | `effects` | `effects_compensates` |
@@ -46,6 +46,12 @@ const SNAPSHOT: &str = concat!(
     " UNION ALL SELECT 'triggers', state, resource_group, tenant, count(*), NULL \
      FROM triggers WHERE state = ",
     crate::trigger_state!(manual),
+    " GROUP BY state, resource_group, tenant",
+    // Held by a closed gate (`triggers_paused`, migration 0018): counts
+    // only — a paused trigger is not due, whatever its `next_run_at`.
+    " UNION ALL SELECT 'triggers', state, resource_group, tenant, count(*), NULL \
+     FROM triggers WHERE state = ",
+    crate::trigger_state!(paused),
     " GROUP BY state, resource_group, tenant",
     " UNION ALL SELECT 'counter', name, '', '', value, NULL FROM counters",
     " UNION ALL SELECT 'unknown', '', '', '', count(*), min(created_at) FROM effects \
@@ -88,7 +94,7 @@ pub struct ExceptionGauge {
 pub struct MetricsSnapshot {
     /// The database clock (ms).
     pub now: i64,
-    /// `pending`, `retry_wait`, `running` and `manual` triggers.
+    /// `pending`, `retry_wait`, `running`, `manual` and `paused` triggers.
     pub triggers: Vec<TriggerGauge>,
     /// Every row of `counters`, by name.
     pub counters: Vec<(String, i64)>,

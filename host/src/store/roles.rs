@@ -116,6 +116,8 @@ pub struct Renewal {
     pub lease_until: i64,
     /// A person asked the trigger to stop.
     pub cancel_requested: bool,
+    /// A closed gate covers the trigger: pause at the next safe point.
+    pub pause_requested: bool,
 }
 
 /// The execution plane: every write here is made under a trigger lease and

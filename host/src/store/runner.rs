@@ -33,7 +33,7 @@ pub(in crate::store) const RENEW: &str = concat!(
     now_ms!(),
     " WHERE ",
     lease_fence!("triggers", id = "?2", token = "?3"),
-    " AND lease_owner = ?4 RETURNING lease_until, cancel_requested"
+    " AND lease_owner = ?4 RETURNING lease_until, cancel_requested, pause_requested"
 );
 
 /// The fenced checkpoint write: `?1` trigger, `?2` token, `?3` data.
@@ -84,14 +84,14 @@ impl RunnerStore for Store {
         progress_seq: i64,
     ) -> StoreResult<Renewal> {
         let (mut tx, turn) = self.begin_write().await?;
-        let renewed: Option<(i64, i64)> = sqlx::query_as(self.sql(RENEW))
+        let renewed: Option<(i64, i64, i64)> = sqlx::query_as(self.sql(RENEW))
             .bind(lease_ms)
             .bind(lease.trigger_id)
             .bind(lease.fencing_token.get())
             .bind(&lease.owner)
             .fetch_optional(&mut *tx)
             .await?;
-        let Some((until, cancel)) = renewed else {
+        let Some((until, cancel, pause)) = renewed else {
             tx.rollback().await?;
             // The next writer need not wait for the bookkeeping.
             drop(turn);
@@ -112,6 +112,7 @@ impl RunnerStore for Store {
         Ok(Renewal {
             lease_until: until,
             cancel_requested: cancel != 0,
+            pause_requested: pause != 0,
         })
     }
 

@@ -147,6 +147,10 @@ impl SchedulerStore for Store {
             .insert_scheduled(&mut tx, lease, &scan.triggers)
             .await?;
         self.insert_skipped(&mut tx, lease, &scan.skipped).await?;
+        if let Some(first_at) = scan.triggers.iter().map(|t| t.scheduled_at).min() {
+            self.hold_gated_fires(&mut tx, lease.shard, first_at)
+                .await?;
+        }
         let existing = scan.triggers.len() as i64 - created;
         // The watermark moves last, fenced like the rest: zero rows means
         // the shard moved to another scheduler, and nothing of this scan

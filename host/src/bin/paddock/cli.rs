@@ -6,6 +6,7 @@
 mod audit;
 mod demo;
 mod exceptions;
+mod gates;
 mod groups;
 mod print;
 mod remote;
@@ -127,6 +128,17 @@ enum Command {
     /// reviewer).
     #[command(subcommand)]
     Token(tokens::TokenCmd),
+    /// Pause a scope: nothing new starts in it; running triggers checkpoint
+    /// and pause at their next safe point (audited).
+    Pause(gates::ScopeArgs),
+    /// Reopen a scope's gate: its paused triggers continue from their
+    /// checkpoints (audited).
+    Resume(gates::ScopeArgs),
+    /// Cancel everything live in a scope; a finished trigger is never
+    /// rewritten (audited).
+    Cancel(gates::ScopeArgs),
+    /// List the closed gates.
+    Gates(gates::GatesArgs),
     /// Run the embedded demo on a fresh SQLite database and print the results.
     Demo(demo::DemoArgs),
     /// Set and list connectors (the downstreams effects go to).
@@ -366,6 +378,10 @@ async fn run(host: &Host, command: Command, actor: &str) -> anyhow::Result<ExitC
         Command::Connector(cmd) => exceptions::connector(host, cmd, actor).await?,
         Command::Effects(cmd) => exceptions::effects(host, cmd, actor).await?,
         Command::Exceptions(cmd) => exceptions::exceptions(host, cmd, actor).await?,
+        Command::Pause(args) => gates::pause(host, args, actor).await?,
+        Command::Resume(args) => gates::resume(host, args, actor).await?,
+        Command::Cancel(args) => gates::cancel(host, args, actor).await?,
+        Command::Gates(args) => gates::list(host, args).await?,
         Command::Demo(_)
         | Command::Schedule(_)
         | Command::Serve(_)

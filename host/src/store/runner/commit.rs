@@ -22,22 +22,31 @@ fn moved_key(lease: &LeaseRef) -> (i64, i64) {
 }
 
 /// The fenced `running → pending` of a release (SQLite spelling; `?1`
-/// trigger, `?2` token, `?3` delay ms).
+/// trigger, `?2` token, `?3` delay ms) — `running → paused` when a closed
+/// gate asked the trigger to pause (migration 0018). Returns the state.
 pub(in crate::store) const RELEASE_TRIGGER: &str = concat!(
-    "UPDATE triggers SET state = ",
+    "UPDATE triggers SET state = CASE WHEN pause_requested = 1 THEN ",
+    trigger_state!(paused),
+    " ELSE ",
     trigger_state!(pending),
-    ", lease_owner = NULL, lease_until = NULL, next_run_at = ",
+    " END, pause_requested = 0, lease_owner = NULL, lease_until = NULL, next_run_at = ",
     now_ms!(),
     " + ?3, updated_at = ",
     now_ms!(),
     " WHERE ",
-    lease_fence!("triggers", id = "?1", token = "?2")
+    lease_fence!("triggers", id = "?1", token = "?2"),
+    " RETURNING state"
 );
 
 /// The fenced transition of one attempt's end (SQLite's group commit, per
-/// row; `?3` is the new state, one of [`Transition::Finish`]'s targets).
+/// row; `?3` is the new state, one of [`Transition::Finish`]'s targets). A
+/// retry of a trigger a closed gate asked to pause waits `paused` instead.
 pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
-    "UPDATE triggers SET state = ?3, result = ?4, error_class = ?5, error_message = ?6, \
+    "UPDATE triggers SET state = CASE WHEN ?3 = ",
+    trigger_state!(retry_wait),
+    " AND pause_requested = 1 THEN ",
+    trigger_state!(paused),
+    " ELSE ?3 END, pause_requested = 0, result = ?4, error_class = ?5, error_message = ?6, \
          next_run_at = CASE WHEN ?7 IS NULL THEN next_run_at ELSE ?9 + ?7 END, \
          lease_owner = NULL, lease_until = NULL, \
          finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
@@ -94,26 +103,33 @@ impl Store {
         delay_ms: i64,
     ) -> StoreResult<()> {
         let (mut tx, turn) = self.begin_write().await?;
-        let updated = sqlx::query(self.sql(RELEASE_TRIGGER))
+        let state: Option<String> = sqlx::query_scalar(self.sql(RELEASE_TRIGGER))
             .bind(lease.trigger_id)
             .bind(lease.fencing_token.get())
             .bind(delay_ms.max(0))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if updated == 0 {
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(state) = state else {
             tx.rollback().await?;
             drop(turn);
             return Err(self.lease_lost(lease, "release").await);
-        }
+        };
+        // A gate's pause, whatever ended the attempt (its answer to
+        // `pause-requested`, a drain, a breaker park).
+        let paused = state == crate::model::TriggerState::Paused.as_str();
+        let (class, why) = if paused {
+            ("paused", format!("paused by a gate: {why}"))
+        } else {
+            (reason.as_str(), why.to_string())
+        };
         sqlx::query(self.sql(concat!(
             "UPDATE attempts SET outcome = 'released', ended_at = ",
             now_ms!(),
             ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
              wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
         )))
-        .bind(reason.as_str())
-        .bind(why)
+        .bind(class)
+        .bind(&why)
         .bind(end.fuel_used)
         .bind(end.peak_memory_bytes)
         .bind(end.wall_ms)

@@ -308,7 +308,11 @@ struct ClaimedRow {
 macro_rules! finish_move {
     () => {
         concat!(
-            "UPDATE triggers SET state = ends.state, result = ends.result, \
+            "UPDATE triggers SET state = CASE WHEN ends.state = ",
+            trigger_state!(retry_wait),
+            " AND triggers.pause_requested = 1 THEN ",
+            trigger_state!(paused),
+            " ELSE ends.state END, pause_requested = 0, result = ends.result, \
          error_class = ends.error_class, error_message = ends.error_message, \
          next_run_at = CASE WHEN ends.retry_after_ms IS NULL THEN triggers.next_run_at \
              ELSE (SELECT now FROM clock) + ends.retry_after_ms END, \
