@@ -25,6 +25,7 @@
 
 mod admin;
 mod auth;
+mod control;
 pub mod error;
 mod extract;
 pub mod openapi;

@@ -168,6 +168,7 @@ impl Api {
             .replace("{job}", job)
             .replace("{digest}", &of.digest)
             .replace("{tenant}", "acme")
+            .replace("{kind}", "group")
             .replace("{name}", "default")
     }
 }
@@ -250,6 +251,23 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("GET", "/v1/tickets", "TOAR"),
     ("GET", "/v1/tickets/{id}", "TOAR"),
     ("POST", "/v1/tickets/{id}/resolve", ".OA."),
+    ("POST", "/v1/tickets/{id}/approve", ".OA."),
+    ("POST", "/v1/tickets/{id}/reject", ".OA."),
+    ("GET", "/v1/gates", "TOAR"),
+    ("POST", "/v1/jobs/{job}/pause", "TOA."),
+    ("POST", "/v1/jobs/{job}/resume", "TOA."),
+    ("POST", "/v1/jobs/{job}/cancel", "TOA."),
+    ("POST", "/v1/gates/{kind}/{name}/pause", ".OA."),
+    ("POST", "/v1/gates/{kind}/{name}/resume", ".OA."),
+    ("POST", "/v1/gates/{kind}/{name}/cancel", ".OA."),
+    ("POST", "/v1/gates/global/pause", "..A."),
+    ("POST", "/v1/gates/global/resume", "..A."),
+    ("POST", "/v1/gates/global/cancel", "..A."),
+    ("GET", "/v1/reports/incident", "TOAR"),
+    ("GET", "/v1/reports/cost", "TOAR"),
+    ("GET", "/v1/reports/conservation", ".OAR"),
+    ("GET", "/v1/prices", "TOAR"),
+    ("PUT", "/v1/prices", "..A."),
     ("GET", "/v1/status", "TOAR"),
     ("GET", "/v1/groups", "TOAR"),
     ("GET", "/v1/groups/{name}", "TOAR"),
@@ -645,6 +663,130 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
             Denied,
         ),
     ]);
+    // Gates, approvals, reports and prices.
+    let reason = || Send::Json(json!({ "reason": "x" }));
+    let ticket = |verb: &str| format!("/v1/tickets/{}/{verb}", g.ticket);
+    walk.extend([
+        (
+            "POST",
+            "/v1/tickets/{id}/approve",
+            ticket("approve"),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/tickets/{id}/reject",
+            ticket("reject"),
+            reason(),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/gates",
+            "/v1/gates".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "POST",
+            "/v1/jobs/{job}/pause",
+            "/v1/jobs/globex-job/pause".into(),
+            reason(),
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/jobs/{job}/resume",
+            "/v1/jobs/globex-job/resume".into(),
+            reason(),
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/jobs/{job}/cancel",
+            "/v1/jobs/globex-job/cancel".into(),
+            reason(),
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/gates/{kind}/{name}/pause",
+            "/v1/gates/tenant/globex/pause".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/gates/{kind}/{name}/resume",
+            "/v1/gates/tenant/globex/resume".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/gates/{kind}/{name}/cancel",
+            "/v1/gates/tenant/globex/cancel".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/gates/global/pause",
+            "/v1/gates/global/pause".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/gates/global/resume",
+            "/v1/gates/global/resume".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/gates/global/cancel",
+            "/v1/gates/global/cancel".into(),
+            reason(),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/reports/incident",
+            "/v1/reports/incident?tenant=globex".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/reports/cost",
+            "/v1/reports/cost?tenant=globex".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/reports/conservation",
+            "/v1/reports/conservation".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/prices",
+            "/v1/prices".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "PUT",
+            "/v1/prices",
+            "/v1/prices".into(),
+            Send::Json(json!({ "retry": 1.0 })),
+            Denied,
+        ),
+    ]);
     let walked: BTreeSet<(&str, &str)> = walk.iter().map(|(m, t, ..)| (*m, *t)).collect();
     let routes: BTreeSet<(&str, &str)> = MATRIX.iter().map(|(m, t, _)| (*m, *t)).collect();
     assert_eq!(walked, routes, "the walk covers every route");
@@ -676,6 +818,44 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
         }
     }
     assert_eq!(snapshot(&api.host.store).await, before);
+    // A gate on globex's job is globex's to see, not acme's; a group's
+    // gate holds everyone's work, so everyone sees it.
+    let (status, _) = api
+        .call(
+            "POST",
+            "/v1/jobs/globex-job/pause",
+            Some("globex"),
+            reason(),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = api
+        .call(
+            "POST",
+            "/v1/gates/group/default/pause",
+            Some("operator"),
+            reason(),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let kinds = |answer: &Value| -> Vec<String> {
+        answer
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                format!(
+                    "{}:{}",
+                    g["kind"].as_str().unwrap(),
+                    g["value"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let (_, seen_by_acme) = api.get("/v1/gates", "acme").await;
+    assert_eq!(kinds(&seen_by_acme), ["group:default"]);
+    let (_, seen_by_globex) = api.get("/v1/gates", "globex").await;
+    assert_eq!(kinds(&seen_by_globex), ["group:default", "job:globex-job"]);
     // The same rows are globex's to see.
     let (status, _) = api
         .get(&format!("/v1/triggers/{}", g.trigger), "globex")

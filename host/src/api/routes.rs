@@ -4,7 +4,7 @@
 
 use super::auth::{Guard, guard};
 use super::error::ApiError;
-use super::{ApiState, COMPONENT_BODY_LIMIT, JSON_BODY_LIMIT, admin, reads, writes};
+use super::{ApiState, COMPONENT_BODY_LIMIT, JSON_BODY_LIMIT, admin, control, reads, writes};
 use crate::model::identity::Action;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -80,6 +80,25 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/tickets", Some(Read), "Exception tickets, newest first", &["state", "limit", "after"], Body::None, get(reads::tickets)),
     route!("GET" "/v1/tickets/{id}", Some(Read), "An exception ticket", &[], Body::None, get(reads::ticket)),
     route!("POST" "/v1/tickets/{id}/resolve", Some(ResolveTicket), "Resolve a ticket with one of its allowed actions", &[], Json("ResolveRequest"), post(writes::ticket_resolve)),
+    route!("POST" "/v1/tickets/{id}/approve", Some(ResolveTicket), "Approve the high-risk action another operator proposed (two-person rule)", &[], Json("ReasonRequest"), post(control::ticket_approve)),
+    route!("POST" "/v1/tickets/{id}/reject", Some(ResolveTicket), "Withdraw the action proposed on a ticket", &[], Json("ReasonRequest"), post(control::ticket_reject)),
+    // Gates: pause, resume and cancel at five scopes.
+    route!("GET" "/v1/gates", Some(Read), "The closed gates (with history, reopened ones too)", &["history"], Body::None, get(control::gates)),
+    route!("POST" "/v1/jobs/{job}/pause", Some(ControlJob), "Pause a job: nothing new starts, running triggers checkpoint and pause", &[], Json("ReasonRequest"), post(control::job_pause)),
+    route!("POST" "/v1/jobs/{job}/resume", Some(ControlJob), "Resume a job: paused triggers continue from their checkpoints", &[], Json("ReasonRequest"), post(control::job_resume)),
+    route!("POST" "/v1/jobs/{job}/cancel", Some(ControlJob), "Cancel every live trigger of a job (a finished one is never rewritten)", &[], Json("ReasonRequest"), post(control::job_cancel)),
+    route!("POST" "/v1/gates/{kind}/{name}/pause", Some(ControlScope), "Pause a job type, tenant or group", &[], Json("ReasonRequest"), post(control::scope_pause)),
+    route!("POST" "/v1/gates/{kind}/{name}/resume", Some(ControlScope), "Resume a job type, tenant or group", &[], Json("ReasonRequest"), post(control::scope_resume)),
+    route!("POST" "/v1/gates/{kind}/{name}/cancel", Some(ControlScope), "Cancel every live trigger of a job type, tenant or group", &[], Json("ReasonRequest"), post(control::scope_cancel)),
+    route!("POST" "/v1/gates/global/pause", Some(ControlGlobal), "Pause everything (lease cleanup, effect recovery and audit keep running)", &[], Json("ReasonRequest"), post(control::global_pause)),
+    route!("POST" "/v1/gates/global/resume", Some(ControlGlobal), "Resume everything", &[], Json("ReasonRequest"), post(control::global_resume)),
+    route!("POST" "/v1/gates/global/cancel", Some(ControlGlobal), "Cancel every live trigger", &[], Json("ReasonRequest"), post(control::global_cancel)),
+    // Reports and unit prices.
+    route!("GET" "/v1/reports/incident", Some(Read), "Incident report for a window (a team token: its tenant's)", &["since", "until", "group", "tenant"], Body::None, get(control::report_incident)),
+    route!("GET" "/v1/reports/cost", Some(Read), "Cost per correct result for a window (a team token: its tenant's)", &["since", "until", "last", "by", "group", "tenant"], Body::None, get(control::report_cost)),
+    route!("GET" "/v1/reports/conservation", Some(ReadAudit), "Conservation checks and their differences", &[], Body::None, get(control::report_conservation)),
+    route!("GET" "/v1/prices", Some(Read), "Unit prices of the cost report", &[], Body::None, get(control::prices)),
+    route!("PUT" "/v1/prices", Some(ManageGroups), "Set unit prices (audited)", &[], Json("PricesRequest"), put(control::prices_set)),
     route!("GET" "/v1/status", Some(Read), "Per group: running / limit, backlog, rates, drain ETA, tickets", &["window", "group", "tenant"], Body::None, get(reads::status)),
     // Shared configuration.
     route!("GET" "/v1/groups", Some(Read), "Resource groups", &[], Body::None, get(reads::groups)),
