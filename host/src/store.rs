@@ -307,7 +307,7 @@ impl Store {
             Dialect::Postgres => None,
         };
         let hot = match dialect {
-            Dialect::Postgres => Some(open_hot_pool(&url, max_connections).await?),
+            Dialect::Postgres => Some(open_hot_pool(&url, max_connections)?),
             Dialect::Sqlite => None,
         };
         Ok(Self {
@@ -500,14 +500,15 @@ pub const HOT_SESSION: &[(&str, &str)] = &[
 
 /// PostgreSQL's hot-path pool, its sessions set up by [`HOT_SESSION`]: at
 /// most [`HOT_CONNECTIONS`], and no more than the main pool's cap when one
-/// is given (a heartbeat store of 2 connections never claims).
-async fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::PgPool> {
+/// is given. Lazy: a connection is opened on the first claim or group
+/// commit, so stores that never run one (the heartbeats', the audit
+/// anchoring's, a command's) hold none of the server's connections.
+fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::PgPool> {
     use std::str::FromStr;
     let options =
         sqlx::postgres::PgConnectOptions::from_str(url)?.options(HOT_SESSION.iter().copied());
     Ok(sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.map_or(HOT_CONNECTIONS, |n| n.min(HOT_CONNECTIONS)))
         .test_before_acquire(false)
-        .connect_with(options)
-        .await?)
+        .connect_lazy_with(options))
 }

@@ -17,8 +17,8 @@
 //! - Scheduled fires during a pause are held and, at resume, follow their
 //!   job's misfire policy.
 
-use crate::ledger::{Ledger, put_gate};
-use crate::procs::{Proc, eventually};
+use crate::ledger::{Ledger, gate_key, put_gate};
+use crate::procs::{Proc, eventually, eventually_or};
 use crate::{Db, TestHost};
 use paddock::model::gates::GateScope;
 use paddock::store::prelude::*;
@@ -232,8 +232,11 @@ async fn a_gate_closes_its_scope_and_only_the_last_gate_reopens_a_trigger(db: Db
 }
 
 /// The flags of the two serving processes: three slots each, so six
-/// attempts at their gates span both; heartbeats every 100 ms carry the
-/// pause.
+/// attempts at their gates span both; heartbeats carry the pause. Each
+/// renewal may take one period, and three missed in a row give the lease
+/// up (a second attempt; a trigger never at its attempt-1 gate): at 100 ms
+/// that took 300 ms of a slow database, which a loaded machine reaches, so
+/// the period is 500 ms (1.5 s).
 fn serve_flags() -> Vec<&'static str> {
     vec![
         "--concurrency",
@@ -243,7 +246,7 @@ fn serve_flags() -> Vec<&'static str> {
         "--lease",
         "10s",
         "--heartbeat",
-        "100ms",
+        "500ms",
         "--poll",
         "50ms",
     ]
@@ -255,6 +258,15 @@ fn asked_to_pause(procs: &[Proc], id: i64) -> bool {
     procs
         .iter()
         .any(|p| p.stderr().lines().any(|l| l.trim_end().ends_with(&line)))
+}
+
+/// Both processes' logs, for a round that timed out.
+fn diagnosis(procs: &[Proc]) -> String {
+    procs
+        .iter()
+        .map(|p| format!("--- {} stderr ---\n{}", p.name, p.stderr()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One round: `inside` triggers of job `in` and `outside` of job `out`
@@ -282,7 +294,14 @@ async fn pause_round(
         }
     }
     for id in inside.iter().chain(&outside) {
-        ledger.at_gate(*id, 1).await;
+        let key = gate_key(*id, 1);
+        eventually_or(
+            Duration::from_secs(60),
+            &format!("trigger {id} at its gate ({scope} round)"),
+            || diagnosis(procs),
+            || async { (ledger.waiting(&key).await >= 1).then_some(()) },
+        )
+        .await;
     }
     let owners: std::collections::HashSet<String> = {
         let mut owners = std::collections::HashSet::new();

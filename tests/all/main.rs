@@ -191,7 +191,10 @@ impl TestHost {
 
     /// A host on the database at `url` (`dir` holds its files, if any).
     pub async fn on(url: String, dir: tempfile::TempDir) -> Self {
-        let store = Store::open(&url).await.unwrap();
+        // At most 8 pooled connections (16 by default on PostgreSQL): two
+        // tests run at once on one server, each beside up to three
+        // `paddock serve` processes (see `procs::SERVE_DB_CONNECTIONS`).
+        let store = Store::open_with(&url, Some(8)).await.unwrap();
         // One compiled-code cache for every test host: the Python and
         // JavaScript components (12-18 MB) compile once per run, not once
         // per test.
