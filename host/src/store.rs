@@ -43,6 +43,7 @@ mod quotas;
 mod read;
 mod reports;
 mod requests;
+mod retry;
 mod roles;
 mod runner;
 mod scoped;
@@ -71,6 +72,7 @@ pub use metrics::{
 pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use reports::{CostBy, ReportQuery};
+pub use retry::Retried;
 pub use secrets::SecretView;
 pub use tokens::{AuthError, IssuedToken, MAX_TOKEN_VALIDITY_MS, NewToken, TokenView};
 

@@ -240,6 +240,7 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("GET", "/v1/triggers/{id}", "TOAR"),
     ("GET", "/v1/triggers/{id}/effects", "TOAR"),
     ("POST", "/v1/triggers/{id}/cancel", "TOA."),
+    ("POST", "/v1/triggers/{id}/retry", "T.A."),
     ("POST", "/v1/triggers/{id}/approve", ".OA."),
     ("GET", "/v1/jobs", "TOAR"),
     ("POST", "/v1/jobs", "T.A."),
@@ -667,6 +668,13 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
     let reason = || Send::Json(json!({ "reason": "x" }));
     let ticket = |verb: &str| format!("/v1/tickets/{}/{verb}", g.ticket);
     walk.extend([
+        (
+            "POST",
+            "/v1/triggers/{id}/retry",
+            format!("/v1/triggers/{}/retry", g.trigger),
+            reason(),
+            Hidden,
+        ),
         (
             "POST",
             "/v1/tickets/{id}/approve",

@@ -70,6 +70,7 @@ mod procs;
 mod quotas;
 mod registration;
 mod reports;
+mod retry;
 mod scheduler;
 mod scheduler_fencing;
 mod secrets;

@@ -14,7 +14,7 @@ use super::{ApiError, ApiState, Caller};
 use crate::model::gates::{CancelReport, GateScope, PauseReport, ResumeReport};
 use crate::model::report::{self, Check, Cost, Incident, Prices};
 use crate::model::units;
-use crate::store::{CostBy, ExceptionRecord, GateRecord, ReadStore, ReportQuery};
+use crate::store::{CostBy, ExceptionRecord, GateRecord, ReadStore, ReportQuery, Retried};
 use axum::Json;
 use axum::extract::{Extension, State};
 use serde::Deserialize;
@@ -170,6 +170,22 @@ pub async fn gates(
         }
     }
     Ok(Json(visible))
+}
+
+/// `POST /v1/triggers/{id}/retry`: a new run of one of the caller's
+/// failed triggers, or its waiting retry due now.
+pub async fn trigger_retry(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(request): ApiJson<ReasonRequest>,
+) -> Answer<Retried> {
+    api.store.trigger_get_for(&caller.scope()?, id).await?;
+    Ok(Json(
+        api.store
+            .trigger_retry(id, &caller.actor(), &request.reason)
+            .await?,
+    ))
 }
 
 /// `POST /v1/tickets/{id}/approve`: run the action another operator

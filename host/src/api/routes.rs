@@ -67,6 +67,7 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/triggers/{id}", Some(Read), "A trigger with every attempt and its log", &[], Body::None, get(reads::trigger)),
     route!("GET" "/v1/triggers/{id}/effects", Some(Read), "A trigger's effects", &[], Body::None, get(reads::trigger_effects)),
     route!("POST" "/v1/triggers/{id}/cancel", Some(ControlJob), "Cancel a trigger, or ask a running one to stop", &[], Json("CancelRequest"), post(writes::trigger_cancel)),
+    route!("POST" "/v1/triggers/{id}/retry", Some(RunJob), "Retry now: a failed trigger gets a new run, a waiting retry is due now", &[], Json("ReasonRequest"), post(control::trigger_retry)),
     route!("POST" "/v1/triggers/{id}/approve", Some(ApproveCatchUp), "Approve a catch-up parked by the misfire policy", &[], Json("ApproveRequest"), post(writes::trigger_approve)),
     // Jobs and components.
     route!("GET" "/v1/jobs", Some(Read), "Jobs by id", PAGE, Body::None, get(reads::jobs)),

@@ -212,6 +212,14 @@ enum TriggerCmd {
         #[arg(long, default_value = "")]
         reason: String,
     },
+    /// Retry now: a failed trigger gets a new run (same version and
+    /// params; asking twice is one run), one waiting to retry becomes due
+    /// now. Audited with --actor and --reason.
+    Retry {
+        id: i64,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Args)]
@@ -488,8 +496,22 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
             }
             println!("trigger {id}: cancel requested");
         }
+        TriggerCmd::Retry { id, reason } => {
+            print_retried(id, &host.store.trigger_retry(id, actor, &reason).await?)
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `trigger retry` did, the same locally and through `--server`.
+pub fn print_retried(id: i64, retried: &paddock::store::Retried) {
+    match retried {
+        paddock::store::Retried::NewRun { trigger, created } => println!(
+            "trigger {id} failed: retried as trigger {trigger}{}",
+            if *created { "" } else { " (asked before)" }
+        ),
+        paddock::store::Retried::DueNow => println!("trigger {id}: retry due now"),
+    }
 }
 
 /// `serve`'s flags as a node's settings.

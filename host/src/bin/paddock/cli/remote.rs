@@ -202,6 +202,16 @@ async fn trigger(client: &Client, cmd: TriggerCmd) -> anyhow::Result<()> {
                 .await?;
             println!("trigger {id}: cancel requested");
         }
+        TriggerCmd::Retry { id, reason } => {
+            let retried: paddock::store::Retried = client
+                .send(
+                    client
+                        .post(&format!("/v1/triggers/{id}/retry"))
+                        .json(&CancelRequest { reason }),
+                )
+                .await?;
+            super::print_retried(id, &retried);
+        }
     }
     Ok(())
 }
