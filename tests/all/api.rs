@@ -1350,6 +1350,34 @@ async fn the_command_line_prints_the_same_from_a_server_as_from_the_database(db:
     assert!(err.contains("not found (HTTP 404)"), "{err}");
     let (ok, _, err) = cli(&["--server", &api.base, "trigger", "list"]).await;
     assert!(!ok && err.contains("--server needs --token"), "{err}");
+    // Gates through the server, then the same listing both ways: pause
+    // and resume print what they changed, as on the database.
+    for command in [
+        vec!["pause", "--job", "acme-job", "--reason", "remote test"],
+        vec!["gates"],
+        vec![
+            "resume",
+            "--job",
+            "acme-job",
+            "--reason",
+            "remote test over",
+        ],
+    ] {
+        let mut remote = vec!["--server", api.base.as_str(), "--token", admin.as_str()];
+        remote.extend(&command);
+        let (ok, out, err) = cli(&remote).await;
+        assert!(ok, "{command:?}: {err}");
+        assert!(out.contains("job 'acme-job'"), "{command:?}: {out}");
+    }
+    for command in [vec!["gates", "--history"]] {
+        let mut local = vec!["--database-url", url.as_str()];
+        local.extend(&command);
+        let mut remote = vec!["--server", api.base.as_str(), "--token", admin.as_str()];
+        remote.extend(&command);
+        let (local_out, remote_out) = (cli(&local).await.1, cli(&remote).await.1);
+        assert!(local_out.contains("reopened"), "{local_out}");
+        assert_eq!(remote_out, local_out);
+    }
     let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "audit", "verify"]).await;
     assert!(
         !ok && err.contains("does not work with --server yet"),

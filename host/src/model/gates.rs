@@ -14,11 +14,11 @@
 //! scheduled fire held by a gate is judged at resume ([`judge_late_fires`],
 //! the job's misfire policy as `schedule::misfire` applies it at a scan).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What a gate covers.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum GateScope {
     /// One job, by id.
@@ -125,7 +125,7 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 }
 
 /// What a pause changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PauseReport {
     pub scope: GateScope,
     /// False: the scope's gate was already closed (nothing changed).
@@ -137,7 +137,7 @@ pub struct PauseReport {
 }
 
 /// What a resume changed.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ResumeReport {
     /// False: the scope had no closed gate (nothing changed).
     pub reopened: bool,
@@ -154,7 +154,7 @@ pub struct ResumeReport {
 }
 
 /// What a cancel at a scope changed.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CancelReport {
     /// Triggers that had not started (or were paused), now `cancelled`.
     pub cancelled: u64,

@@ -34,7 +34,7 @@ pub(super) const GATE_LOCK: i64 = 7_263_518;
 const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE";
 
 /// A gate, open or reopened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct GateRecord {
     pub id: i64,
     pub kind: String,

@@ -6,7 +6,7 @@
 use super::Host;
 use anyhow::bail;
 use clap::Args;
-use paddock::model::gates::GateScope;
+use paddock::model::gates::{CancelReport, GateScope, PauseReport, ResumeReport};
 use paddock::model::time::{from_millis, rfc3339};
 
 /// Exactly one scope, and why.
@@ -31,11 +31,11 @@ pub struct ScopeArgs {
     global: bool,
     /// Why (recorded with the gate and in the audit log).
     #[arg(long)]
-    reason: String,
+    pub reason: String,
 }
 
 impl ScopeArgs {
-    fn scope(&self) -> anyhow::Result<GateScope> {
+    pub fn scope(&self) -> anyhow::Result<GateScope> {
         let (kind, value) = match (&self.job, &self.job_type, &self.tenant, &self.group) {
             (Some(j), ..) => ("job", j.as_str()),
             (_, Some(t), ..) => ("type", t.as_str()),
@@ -52,36 +52,52 @@ impl ScopeArgs {
 pub struct GatesArgs {
     /// Reopened gates too (the history), newest first.
     #[arg(long)]
-    history: bool,
+    pub history: bool,
 }
 
 /// `paddock pause ...`
 pub async fn pause(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result<()> {
     let scope = args.scope()?;
     let r = host.store.gate_pause(&scope, actor, &args.reason).await?;
+    print_paused(&scope, &r);
+    Ok(())
+}
+
+/// What a pause changed (locally or through `--server`).
+pub fn print_paused(scope: &GateScope, r: &PauseReport) {
     println!(
         "paused {scope}: {} running asked to pause at their next safe point, {} queued paused",
         r.running_asked, r.queued_paused
     );
-    Ok(())
 }
 
 /// `paddock resume ...`
 pub async fn resume(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result<()> {
     let scope = args.scope()?;
     let r = host.store.gate_resume(&scope, actor, &args.reason).await?;
+    print_resumed(&scope, &r);
+    Ok(())
+}
+
+/// What a resume changed.
+pub fn print_resumed(scope: &GateScope, r: &ResumeReport) {
     println!(
         "resumed {scope}: {} paused due again, {} late fires parked and {} skipped by their \
          misfire policy, {} running no longer asked to pause; {} still held by another gate",
         r.resumed, r.parked, r.skipped, r.running_unasked, r.still_held
     );
-    Ok(())
 }
 
 /// `paddock cancel ...`
 pub async fn cancel(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result<()> {
     let scope = args.scope()?;
     let r = host.store.gate_cancel(&scope, actor, &args.reason).await?;
+    print_cancelled(&scope, &r);
+    Ok(())
+}
+
+/// What a cancel changed.
+pub fn print_cancelled(scope: &GateScope, r: &CancelReport) {
     if r.cancelled == 0 && r.stop_requested == 0 {
         println!(
             "nothing to cancel in {scope}: nothing was live ({} already finished; a cancel \
@@ -96,12 +112,16 @@ pub async fn cancel(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result
             r.cancelled, r.stop_requested, r.already_final
         );
     }
-    Ok(())
 }
 
 /// `paddock gates`: the closed gates (with `--history`, reopened too).
 pub async fn list(host: &Host, args: GatesArgs) -> anyhow::Result<()> {
-    let gates = host.store.gates_list(args.history).await?;
+    print_gates(&host.store.gates_list(args.history).await?);
+    Ok(())
+}
+
+/// The gates, one line each.
+pub fn print_gates(gates: &[paddock::store::GateRecord]) {
     if gates.is_empty() {
         println!("no closed gates");
     }
@@ -124,5 +144,4 @@ pub async fn list(host: &Host, args: GatesArgs) -> anyhow::Result<()> {
             _ => println!(),
         }
     }
-    Ok(())
 }

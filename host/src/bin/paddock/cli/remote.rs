@@ -8,7 +8,7 @@
 
 use super::audit::{AuditCmd, audit_lines};
 use super::exceptions::{EffectsCmd, ExceptionsCmd, effects_table, tickets_table};
-use super::{Command, ComponentCmd, JobCmd, TriggerCmd, print};
+use super::{Command, ComponentCmd, JobCmd, TriggerCmd, gates, print};
 use anyhow::{Context, anyhow, bail};
 use paddock::api::views::{TriggerRow, TriggerView};
 use paddock::api::wire::{
@@ -16,6 +16,7 @@ use paddock::api::wire::{
     RunRequest, RunResponse,
 };
 use paddock::model::audit::AuditEntry;
+use paddock::model::gates::GateScope;
 use paddock::store::{ComponentRecord, JobRecord};
 use paddock::store::{EffectRecord, ExceptionRecord};
 use serde::de::DeserializeOwned;
@@ -23,8 +24,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// The commands `--server` serves, for the refusal of the others.
-const REMOTE: &str = "trigger run|list|show|cancel|approve, job apply|list|show, \
-                      component push|list|inspect, effects list, exceptions list, audit list";
+const REMOTE: &str = "trigger run|list|show|cancel|approve|retry, job apply|list|show, \
+                      component push|list|inspect, effects list, exceptions list, audit list, \
+                      pause, resume, cancel, gates";
 
 /// A client of one server with one token.
 struct Client {
@@ -53,6 +55,26 @@ impl Client {
 
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
         self.http.post(format!("{}{path}", self.base))
+    }
+
+    /// Close, reopen or cancel `scope` (`verb`): each scope has its route,
+    /// as each has the role that may use it.
+    async fn gate<T: DeserializeOwned>(
+        &self,
+        scope: &GateScope,
+        verb: &str,
+        reason: &str,
+    ) -> anyhow::Result<T> {
+        let path = match scope {
+            GateScope::Job(job) => format!("/v1/jobs/{job}/{verb}"),
+            GateScope::Global => format!("/v1/gates/global/{verb}"),
+            other => format!("/v1/gates/{}/{}/{verb}", other.kind(), other.value()),
+        };
+        self.send(
+            self.post(&path)
+                .json(&serde_json::json!({ "reason": reason })),
+        )
+        .await
     }
 
     /// Send with the token; an error answer becomes its message.
@@ -141,6 +163,26 @@ pub async fn run(server: &str, token: Option<&str>, command: Command) -> anyhow:
         Command::Audit(AuditCmd::List) => {
             let entries: Vec<AuditEntry> = client.all("/v1/audit", usize::MAX).await?;
             audit_lines(&entries);
+        }
+        Command::Pause(args) => {
+            let scope = args.scope()?;
+            let r = client.gate(&scope, "pause", &args.reason).await?;
+            gates::print_paused(&scope, &r);
+        }
+        Command::Resume(args) => {
+            let scope = args.scope()?;
+            let r = client.gate(&scope, "resume", &args.reason).await?;
+            gates::print_resumed(&scope, &r);
+        }
+        Command::Cancel(args) => {
+            let scope = args.scope()?;
+            let r = client.gate(&scope, "cancel", &args.reason).await?;
+            gates::print_cancelled(&scope, &r);
+        }
+        Command::Gates(args) => {
+            let path = format!("/v1/gates?history={}", args.history);
+            let list: Vec<paddock::store::GateRecord> = client.send(client.get(&path)).await?;
+            gates::print_gates(&list);
         }
         _ => not_remote()?,
     }
