@@ -352,6 +352,33 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
         (&line["backlog"], &line["open_tickets"]),
         (&Value::from(3), &Value::from(0))
     );
+
+    // A closed gate over t2 holds its 3: paused, no longer backlog.
+    host.store
+        .gate_pause(
+            &paddock::model::gates::GateScope::Tenant("t2".into()),
+            "local:ops",
+            "status test",
+        )
+        .await
+        .unwrap();
+    let all = report(&host, query(None)).await;
+    let g = group(&all, "orders");
+    assert_eq!((g.backlog, g.paused), (5, 3));
+    let t1 = report(&host, query(Some("t1"))).await;
+    assert_eq!(group(&t1, "orders").paused, 0);
+    let (json, line) = status_json(
+        &host.url,
+        &["--tenant", "t2", "--group", "orders"],
+        "orders",
+    );
+    assert_eq!(
+        (&line["backlog"], &line["paused"]),
+        (&Value::from(0), &Value::from(3)),
+        "{json}"
+    );
+    let text = status_text(&host.url, &["--tenant", "t2"]);
+    assert!(text.contains("PAUSED"), "{text}");
 }
 
 db_test!(bad_status_flags_are_refused_in_one_line_naming_the_flag);

@@ -77,6 +77,9 @@ pub struct GroupStatus {
     pub successes: i64,
     /// Open exception tickets about its triggers.
     pub open_tickets: i64,
+    /// Its triggers held by a closed gate (`paused`, migration 0018): not
+    /// backlog — no claim may take them until the gate reopens.
+    pub paused: i64,
 }
 
 impl GroupStatus {
@@ -112,6 +115,13 @@ const GROUPS: &str = "SELECT name, effective_concurrency, effective_binding \
 const RUNNING: &str = concat!(
     "SELECT resource_group, count(*) FROM triggers WHERE ",
     running_rows!(""),
+    " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
+);
+
+/// Paused triggers per group (`triggers_paused`, migration 0018).
+const PAUSED: &str = concat!(
+    "SELECT resource_group, count(*) FROM triggers WHERE state = ",
+    trigger_state!(paused),
     " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
 );
 
@@ -215,6 +225,12 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await?,
         );
+        let paused = per_group(
+            sqlx::query_as(self.sql(PAUSED))
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?,
+        );
         let lanes: Vec<(String, i64, i64, Option<i64>)> = sqlx::query_as(self.sql(BACKLOG))
             .bind(now)
             .bind(tenant)
@@ -260,6 +276,7 @@ impl Store {
                         .iter()
                         .find(|(g, _)| g.as_deref() == Some(group.as_str()))
                         .map_or(0, |(_, n)| *n),
+                    paused: count(&paused, &group),
                     group,
                 }
             })

@@ -143,7 +143,7 @@ fn print_text(report: &StatusReport) {
             .unwrap_or_default()
     );
     println!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7}",
         "GROUP",
         "RUNNING/LIMIT",
         "BACKLOG",
@@ -151,7 +151,8 @@ fn print_text(report: &StatusReport) {
         "ARRIVING",
         "SUCCEEDING",
         "DRAIN ETA",
-        "TICKETS"
+        "TICKETS",
+        "PAUSED"
     );
     for g in &report.groups {
         println!("{}", line(g, report.window_ms));
@@ -164,7 +165,8 @@ fn print_text(report: &StatusReport) {
     }
     println!(
         "backlog: due, waiting for a claim (recovery lane in brackets); oldest due: the longest-waiting; \
-         arriving: became due; succeeding: reached succeeded; ETA = backlog / (succeeding − arriving)"
+         arriving: became due; succeeding: reached succeeded; ETA = backlog / (succeeding − arriving); \
+         paused: held by a closed gate (`paddock gates`), not backlog"
     );
 }
 
@@ -191,7 +193,7 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
     };
     let running = format!("{}/{}", g.running, g.limit);
     format!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7}",
         g.group,
         running,
         backlog,
@@ -199,7 +201,8 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
         rate(flow.arrival_per_s()),
         rate(flow.success_per_s()),
         eta,
-        g.open_tickets
+        g.open_tickets,
+        g.paused
     )
 }
 
@@ -270,6 +273,7 @@ mod tests {
             arrivals: 180_000,
             successes: 240_000,
             open_tickets: 2,
+            paused: 3,
         };
         let text = line(&g, 300_000);
         assert!(text.contains("40/40"), "{text}");
