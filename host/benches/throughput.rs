@@ -30,7 +30,9 @@
 //!
 //! Configurations: SQLite with an in-process `Runner` and with one `paddock
 //! serve`; PostgreSQL with an in-process `Runner`, one and three `paddock
-//! serve` processes.
+//! serve` processes; and one `paddock serve` again on each database with
+//! `--metrics` on and `/metrics` scraped every second (`*_metrics`), for
+//! the metrics on / off ratio printed under the table.
 //!
 //! Run: `cargo bench -p paddock --bench throughput` (after
 //! `bash scripts/build-guests.sh`). Needs PostgreSQL:
@@ -45,7 +47,8 @@
 //! while the next claim and the last commit are in the database),
 //! `PADDOCK_BENCH_ONLY`
 //! (`sqlite`, `pg`, or a configuration's tag prefix: `sq_inproc`,
-//! `sq_serve1`, `sq_calls`, `pg_inproc`, `pg_serve1`, `pg_serve3`, `pg_calls`).
+//! `sq_serve1` (with `sq_serve1_metrics`), `sq_calls`, `pg_inproc`,
+//! `pg_serve1` (with `pg_serve1_metrics`), `pg_serve3`, `pg_calls`).
 
 mod common;
 use common::env_or;
@@ -526,7 +529,38 @@ impl Drop for Servers {
     }
 }
 
-/// Paddock as `procs` `paddock serve` processes against one database.
+/// A free local port for a process's `--metrics` listener.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Scrape every `/metrics` address once a second until aborted (a
+/// Prometheus that scrapes 15× more often than its default), failing
+/// loudly if a scrape does.
+fn scrape_every_second(addrs: Vec<String>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        loop {
+            for addr in &addrs {
+                let body = client
+                    .get(format!("http://{addr}/metrics"))
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status());
+                if let Err(e) = body {
+                    eprintln!("scrape of {addr} failed: {e}");
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Paddock as `procs` `paddock serve` processes against one database; with
+/// `metrics`, each serves `/metrics` and is scraped once a second.
 #[allow(clippy::too_many_arguments)]
 async fn processes(
     db: &Db<'_>,
@@ -535,17 +569,26 @@ async fn processes(
     n: usize,
     procs: usize,
     concurrency: usize,
+    metrics: bool,
     logs: &Path,
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
     let mut servers = Servers(Vec::new());
     let mut errs = Vec::new();
+    let mut metric_addrs = Vec::new();
     for p in 0..procs {
         let err = logs.join(format!("{run}-p{p}.err"));
-        let child = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_paddock"));
+        command
             .args(["--database-url", &url, "serve", "--runner-id"])
-            .arg(format!("{run}-p{p}"))
+            .arg(format!("{run}-p{p}"));
+        if metrics {
+            let addr = format!("127.0.0.1:{}", free_port());
+            command.args(["--metrics", &addr]);
+            metric_addrs.push(addr);
+        }
+        let child = command
             .args([
                 "--lease",
                 "30s",
@@ -584,6 +627,7 @@ async fn processes(
     while succeeded_after(&store, warm).await < (WARMUP * procs) as i64 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let scraper = (!metric_addrs.is_empty()).then(|| scrape_every_second(metric_addrs));
     let after = insert_triggers(&store, run, n).await;
     let pids: Vec<u32> = servers.0.iter().map(Child::id).collect();
     let meter = Meter::start(&store, &pids).await;
@@ -605,6 +649,9 @@ async fn processes(
         Some(m) => Some(m.end(&store, &pids, n as i64).await),
         None => None,
     };
+    if let Some(scraper) = scraper {
+        scraper.abort();
+    }
     drop(servers);
     let mut w = window(&store, after, wall).await;
     w.costs = costs;
@@ -721,6 +768,27 @@ fn print_table(rows: &[Row]) {
             }
         );
     }
+    print_metrics_cost(rows);
+}
+
+/// Issue 19's figure: throughput with `/metrics` served and scraped over
+/// the same configuration without (target ≥ 0.95×). Both runs' floors are
+/// printed above; each run's own floor ratio is the steadier comparison
+/// on a shared machine, so both are given.
+fn print_metrics_cost(rows: &[Row]) {
+    for on in rows.iter().filter(|r| r.tag.ends_with("_metrics")) {
+        let base = on.tag.trim_end_matches("_metrics");
+        let Some(off) = rows.iter().find(|r| r.tag == base) else {
+            continue;
+        };
+        let raw = on.paddock.rate() / off.paddock.rate();
+        let by_floor =
+            (on.paddock.rate() / on.floor_rate()) / (off.paddock.rate() / off.floor_rate());
+        println!(
+            "metrics on / off ({base}): {raw:.3}x raw, {by_floor:.3}x against each run's floor \
+             (target >= 0.95)"
+        );
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -824,7 +892,37 @@ async fn main() {
             &sandbox,
             n_sqlite,
             1,
-            processes(&db, "sq_serve1", &sandbox, n_sqlite, 1, conc, dir.path()),
+            processes(
+                &db,
+                "sq_serve1",
+                &sandbox,
+                n_sqlite,
+                1,
+                conc,
+                false,
+                dir.path(),
+            ),
+        )
+        .await;
+        // Issue 19: the same with `/metrics` served and scraped each second.
+        config(
+            &mut rows,
+            format!("SQLite, 1 x paddock serve (conc {conc}), /metrics scraped 1/s"),
+            &db,
+            "sq_serve1_metrics",
+            &sandbox,
+            n_sqlite,
+            1,
+            processes(
+                &db,
+                "sq_serve1_metrics",
+                &sandbox,
+                n_sqlite,
+                1,
+                conc,
+                true,
+                dir.path(),
+            ),
         )
         .await;
         for batch in [1, 64] {
@@ -874,8 +972,23 @@ async fn main() {
                         n,
                         procs,
                         conc,
+                        false,
                         dir.path(),
                     ),
+                )
+                .await;
+            }
+            if i == 0 {
+                let tag = "pg_serve1_metrics";
+                config(
+                    &mut rows,
+                    format!("PostgreSQL, 1 x paddock serve (conc {conc}), {n} pending, /metrics scraped 1/s"),
+                    &db,
+                    tag,
+                    &sandbox,
+                    n,
+                    PG_FLOOR_WORKERS,
+                    processes(&db, tag, &sandbox, n, 1, conc, true, dir.path()),
                 )
                 .await;
             }
