@@ -52,6 +52,7 @@ pub use runner::hot_statements;
 mod scheduler;
 mod secrets;
 mod sqlite_writer;
+mod state_log;
 mod tickets;
 mod tokens;
 mod wake;

@@ -51,6 +51,7 @@ mod bad_input;
 mod capabilities;
 mod cli_errors;
 mod conformance;
+mod conservation;
 mod croner_policy;
 mod drain;
 mod effects;

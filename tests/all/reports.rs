@@ -113,7 +113,7 @@ fn ticket(kind: &'static str, key: &str, trigger_id: i64) -> NewException {
 }
 
 /// `paddock --database-url URL ARGS`: (exit code, stdout, stderr).
-fn paddock(url: &str, args: &[&str]) -> (i32, String, String) {
+pub fn paddock(url: &str, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
         .arg("--database-url")
         .arg(url)
@@ -426,7 +426,7 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     // has no row is listed, and the command exits nonzero.
     let checks = store.conservation().await.unwrap();
     assert!(report::differences(&checks).is_empty(), "{checks:?}");
-    assert_eq!(checks.len(), 6);
+    assert_eq!(checks.len(), 7);
     let (code, text, err) = paddock(&h.url, &["report", "conservation"]);
     assert_eq!(code, 0, "{text}{err}");
     assert!(text.contains("every check balances"), "{text}");
@@ -588,4 +588,136 @@ async fn json_logs_carry_the_trigger_the_token_and_a_params_digest_never_the_par
         "{json}"
     );
     assert_eq!(v["stale_refused"], 1, "{json}");
+}
+
+/// `paddock --log-format json ARGS` with info lines on: (exit code, the
+/// JSON log lines on stderr).
+fn paddock_logged(url: &str, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .arg("--database-url")
+        .arg(url)
+        .arg("--log-format")
+        .arg("json")
+        .args(args)
+        .env("PADDOCK_LOG", "paddock=info")
+        .output()
+        .expect("run paddock");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let lines = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (out.status.code().unwrap_or(-1), lines, err)
+}
+
+db_test!(a_persons_state_changes_are_one_json_line_each_with_the_actor_and_no_params);
+/// Issue 19 item 6 for the changes people make: a manual run, a pause
+/// and resume of its job, an approval and a cancel each log one
+/// `trigger_created` / `trigger_state` line per trigger, carrying the
+/// trigger id, plan key, new state, cause and actor — and the params only
+/// as a digest.
+async fn a_persons_state_changes_are_one_json_line_each_with_the_actor_and_no_params(db: Db) {
+    let h = TestHost::new(db).await;
+    h.job("j", "noop", "").await;
+    let url = h.url.as_str();
+    let secret = "4111-1111-1111-1111";
+    let card = format!("card=\"{secret}\"");
+    let (code, lines, err) = paddock_logged(url, &["trigger", "run", "j", "--param", &card]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains(secret), "params in clear:\n{err}");
+    let created: Vec<_> = lines
+        .iter()
+        .filter(|l| l["event"] == "trigger_created")
+        .collect();
+    assert_eq!(created.len(), 1, "{err}");
+    let id = created[0]["trigger_id"].as_i64().unwrap();
+    let t = h.store.trigger_get(id).await.unwrap();
+    assert_eq!(created[0]["plan_key"], t.plan_key.as_str());
+    assert_eq!(created[0]["state"], "pending");
+    assert_eq!(created[0]["origin"], "manual");
+    assert_eq!(
+        created[0]["params_digest"],
+        paddock::model::plan::sha256_hex(t.params.as_bytes()).as_str()
+    );
+
+    let change = |lines: &[serde_json::Value], cause: &str| -> serde_json::Value {
+        let found: Vec<_> = lines
+            .iter()
+            .filter(|l| l["event"] == "trigger_state" && l["cause"] == cause)
+            .cloned()
+            .collect();
+        assert_eq!(found.len(), 1, "one {cause} line: {lines:?}");
+        assert_eq!(found[0]["trigger_id"], id);
+        assert_eq!(found[0]["plan_key"], t.plan_key.as_str());
+        found[0].clone()
+    };
+    let (code, lines, err) = paddock_logged(url, &["pause", "--job", "j", "--reason", "r"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(change(&lines, "pause")["state"], "paused");
+    assert_eq!(change(&lines, "pause")["actor"], "local:cli");
+    let (code, lines, err) = paddock_logged(url, &["resume", "--job", "j", "--reason", "r"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(change(&lines, "resume")["state"], "pending");
+
+    sqlx::query(
+        h.store
+            .sql("UPDATE triggers SET state = 'manual' WHERE id = ?"),
+    )
+    .bind(id)
+    .execute(h.store.pool())
+    .await
+    .unwrap();
+    let ids = id.to_string();
+    let approve = ["trigger", "approve", &ids, "--reason", "ok"];
+    let (code, lines, err) = paddock_logged(url, &approve);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(change(&lines, "approve")["state"], "pending");
+    let cancel = ["trigger", "cancel", &ids, "--reason", "not needed"];
+    let (code, lines, err) = paddock_logged(url, &cancel);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(change(&lines, "cancel")["state"], "cancelled");
+    // A cancel that finds the trigger final changes nothing and logs
+    // nothing.
+    let (_, lines, _) = paddock_logged(url, &cancel);
+    assert!(
+        !lines.iter().any(|l| l["event"] == "trigger_state"),
+        "{lines:?}"
+    );
+
+    // A backfill logs each trigger it creates (and none it finds).
+    h.job(
+        "hourly",
+        "noop",
+        "[schedule]\nkind = \"cron\"\ncron = \"0 0 * * * *\"\ntimezone = \"UTC\"",
+    )
+    .await;
+    let window = [
+        "schedule",
+        "backfill",
+        "hourly",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T03:00:00Z",
+    ];
+    let (code, lines, err) = paddock_logged(url, &window);
+    assert_eq!(code, 0, "{err}");
+    let backfilled: Vec<_> = lines
+        .iter()
+        .filter(|l| l["event"] == "trigger_created" && l["origin"] == "backfill")
+        .collect();
+    assert_eq!(backfilled.len(), 3, "{err}");
+    assert!(
+        backfilled
+            .iter()
+            .all(|l| l["plan_key"].as_str().unwrap().starts_with("hourly@")),
+        "{backfilled:?}"
+    );
+    let (code, lines, err) = paddock_logged(url, &window);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !lines.iter().any(|l| l["event"] == "trigger_created"),
+        "{lines:?}"
+    );
 }

@@ -21,6 +21,14 @@
 //!   says stop (`context::poll` between bursts), for tests that need busy
 //!   guests for as long as they choose; a cancel ends the attempt
 //!   `cancelled`, a pause or a lost lease with a transient error.
+//! - `effect` (bool, default false): after the steps, reserve 1 of resource
+//!   `effect-<trigger>` under the key `effect/<trigger>` — the same key on
+//!   every attempt, so a retry's call is answered from the host's record
+//!   (an idempotency hit), never a second reservation.
+//! - `fail_until` (integer, default 0): end every attempt numbered up to
+//!   this with a transient error (after the steps and the effect), so
+//!   attempt `fail_until + 1` is the first that can succeed; a job whose
+//!   `max_attempts` is not above it spends its retry budget and fails.
 //!
 //! Output: `{"steps":N,"resumed_from":K,"attempt":A,"gated":G}`.
 
@@ -74,19 +82,23 @@ fn obey(control: Control, at: &str) -> Result<(), JobError> {
 fn wait_at_gate(connector: &str, trigger: &str, attempt: u32) -> Result<(), JobError> {
     let key = format!("gate/{trigger}/{attempt}");
     log::log(log::Level::Info, &format!("gated: waiting at {key}"));
+    reserve(connector, &format!("gate-{trigger}-{attempt}"), &key)?;
+    log::log(log::Level::Info, &format!("gated: through {key}"));
+    Ok(())
+}
+
+/// Reserve 1 of `resource` at the ledger behind `connector` under `key`.
+fn reserve(connector: &str, resource: &str, key: &str) -> Result<(), JobError> {
     let answer = effects::invoke(&Request {
         connector: connector.to_string(),
-        action: format!("gate-{trigger}-{attempt}/reserve"),
-        idempotency_key: key.clone(),
+        action: format!("{resource}/reserve"),
+        idempotency_key: key.to_string(),
         payload: b"{\"amount\":1}".to_vec(),
         compensates: None,
     });
-    let fail = |class, what: String| Err(error(class, format!("gate {key}: {what}")));
+    let fail = |class, what: String| Err(error(class, format!("effect {key}: {what}")));
     match answer {
-        Ok(Outcome::Done(_) | Outcome::Replayed(_)) => {
-            log::log(log::Level::Info, &format!("gated: through {key}"));
-            Ok(())
-        }
+        Ok(Outcome::Done(_) | Outcome::Replayed(_)) => Ok(()),
         Ok(Outcome::Failed(reason)) => fail(ErrorClass::Permanent, format!("failed: {reason}")),
         Ok(Outcome::Unknown(reason)) => fail(ErrorClass::Unknown, format!("unknown: {reason}")),
         Err(EffectError::LeaseLost) => fail(ErrorClass::Transient, "lease lost".into()),
@@ -122,6 +134,12 @@ impl Guest for Gated {
             Some(minijson::Value::Bool(b)) => *b,
             Some(_) => return Err(invalid("param `burn` must be true or false")),
         };
+        let effect = match params.get("effect") {
+            None => false,
+            Some(minijson::Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("param `effect` must be true or false")),
+        };
+        let fail_until = int_param(&params, "fail_until", u32::MAX as u64)?.unwrap_or(0);
 
         let resumed_from = match checkpoint::load() {
             None => 0,
@@ -150,6 +168,16 @@ impl Guest for Gated {
                 checkpoint::save(&step.to_le_bytes()),
                 &format!("at step {step}"),
             )?;
+        }
+        if effect {
+            let trigger = &inv.trigger_id;
+            reserve(&connector, &format!("effect-{trigger}"), &format!("effect/{trigger}"))?;
+        }
+        if u64::from(inv.attempt) <= fail_until {
+            return Err(error(
+                ErrorClass::Transient,
+                format!("failing attempt {} on purpose (fail_until {fail_until})", inv.attempt),
+            ));
         }
         if burn {
             // Busy until told otherwise: the burst only sets how often the

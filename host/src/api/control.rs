@@ -338,11 +338,14 @@ pub async fn report_cost(
     })))
 }
 
-/// `GET /v1/reports/conservation`: every check and the differences.
+/// `GET /v1/reports/conservation`: the books, every check and the
+/// differences.
 pub async fn report_conservation(State(api): State<ApiState>) -> Answer<serde_json::Value> {
+    let books = api.store.books().await?;
     let checks: Vec<Check> = api.store.conservation().await?;
     let differences: Vec<&Check> = report::differences(&checks);
     Ok(Json(serde_json::json!({
+        "books": books,
         "checks": checks,
         "differences": differences,
     })))

@@ -360,6 +360,33 @@ impl Check {
     }
 }
 
+/// The totals beside the checks: what the books hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Books {
+    pub triggers: i64,
+    /// `(state, count)`, by state name; the counts sum to `triggers`.
+    pub by_state: Vec<(String, i64)>,
+    /// Attempt rows.
+    pub attempts: i64,
+    /// Effect calls answered from a record instead of sent again.
+    pub idempotency_hits: i64,
+}
+
+impl Books {
+    /// How many triggers are in `state`.
+    pub fn in_state(&self, state: &str) -> i64 {
+        self.by_state
+            .iter()
+            .find(|(s, _)| s == state)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Attempts per trigger (retry amplification); `None` without triggers.
+    pub fn amplification(&self) -> Option<f64> {
+        (self.triggers > 0).then(|| self.attempts as f64 / self.triggers as f64)
+    }
+}
+
 /// The checks with a nonzero difference.
 pub fn differences(checks: &[Check]) -> Vec<&Check> {
     checks.iter().filter(|c| c.difference() != 0).collect()

@@ -7,6 +7,7 @@
 //! scanner or an earlier backfill — is left as it is, never doubled.
 
 use super::dialect::now_ms;
+use super::state_log::Created;
 use super::*;
 use crate::model::{PlanSpec, plan_key_ms};
 use crate::trigger_state;
@@ -38,9 +39,9 @@ impl Store {
         let (mut tx, _turn) = self.begin_write().await?;
         self.refuse_if_gated(&mut tx, job_id, version, &job.tenant, &plan.resource_group)
             .await?;
-        let mut created = 0;
+        let mut created = Vec::new();
         for at in times {
-            created += sqlx::query(self.sql(concat!(
+            let inserted: Option<(i64, String)> = sqlx::query_as(self.sql(concat!(
                 "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
                  origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
                  updated_at) VALUES (?, ?, ?, ?, ?, 'backfill', ?, '{}', ",
@@ -49,7 +50,7 @@ impl Store {
                 now_ms!(),
                 ", ",
                 now_ms!(),
-                ") ON CONFLICT (plan_key) DO NOTHING"
+                ") ON CONFLICT (plan_key) DO NOTHING RETURNING id, plan_key"
             )))
             .bind(plan_key_ms(job_id, *at, version as u32, None))
             .bind(job_id)
@@ -59,13 +60,13 @@ impl Store {
             .bind(*at)
             .bind(spec.priority as i64)
             .bind(*at)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected() as i64;
+            .fetch_optional(&mut *tx)
+            .await?;
+            created.extend(inserted);
         }
         let done = Backfilled {
-            created,
-            existing: times.len() as i64 - created,
+            created: created.len() as i64,
+            existing: (times.len() - created.len()) as i64,
         };
         self.audit_append(
             &mut tx,
@@ -81,10 +82,22 @@ impl Store {
             }),
         )
         .await?;
-        if let (Some(first), true) = (times.iter().min(), created > 0) {
+        if let (Some(first), true) = (times.iter().min(), !created.is_empty()) {
             self.announce_due(&mut *tx, *first).await?;
         }
         tx.commit().await?;
+        for (trigger_id, plan_key) in &created {
+            Created {
+                trigger_id: *trigger_id,
+                plan_key,
+                job_id,
+                origin: "backfill",
+                state: TriggerState::Pending.as_str(),
+                params: "{}",
+                actor,
+            }
+            .log();
+        }
         Ok(done)
     }
 }

@@ -5,6 +5,7 @@
 
 use super::columns::connector_columns;
 use super::dialect::now_ms;
+use super::state_log::{Created, StateChange};
 use super::*;
 use crate::model::caps::OutputCaps;
 use crate::model::group::{Capacity, TenantQuota};
@@ -346,6 +347,18 @@ impl ControlStore for Store {
         }
         tx.commit().await?;
         let record = self.trigger_by_key(&plan_key).await?;
+        if inserted {
+            Created {
+                trigger_id: record.id,
+                plan_key: &record.plan_key,
+                job_id: &record.job_id,
+                origin: &record.origin,
+                state: record.state.as_str(),
+                params: &record.params,
+                actor: new.requested_by.as_deref().unwrap_or("unattributed"),
+            }
+            .log();
+        }
         Ok((record, inserted))
     }
 
@@ -353,16 +366,15 @@ impl ControlStore for Store {
     async fn trigger_approve(&self, id: i64, actor: &str, reason: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
         self.refuse_approval_if_gated(&mut tx, id).await?;
-        let updated = sqlx::query(self.sql(APPROVE))
+        let Some(plan_key) = sqlx::query_scalar::<_, String>(self.sql(APPROVE))
             .bind(id)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?
-            .rows_affected();
-        if updated == 0 {
+        else {
             return Err(StoreError::Conflict(format!(
                 "trigger {id} is not waiting for approval"
             )));
-        }
+        };
         self.audit_append(
             &mut tx,
             actor,
@@ -372,6 +384,12 @@ impl ControlStore for Store {
         )
         .await?;
         tx.commit().await?;
+        let approved = StateChange {
+            cause: "approve",
+            state: TriggerState::Pending.as_str(),
+            actor,
+        };
+        approved.log(&[(id, plan_key)]);
         Ok(())
     }
 
@@ -384,11 +402,14 @@ impl ControlStore for Store {
         reason: &str,
     ) -> StoreResult<bool> {
         let (mut tx, _turn) = self.begin_write().await?;
-        let before: Option<String> =
-            sqlx::query_scalar(self.sql("SELECT state FROM triggers WHERE id = ?"))
+        let found: Option<(String, String)> =
+            sqlx::query_as(self.sql("SELECT state, plan_key FROM triggers WHERE id = ?"))
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?;
+        let Some((before, plan_key)) = found else {
+            return Ok(false);
+        };
         let mut done = sqlx::query(self.sql(CANCEL_UNSTARTED))
             .bind(id)
             .execute(&mut *tx)
@@ -416,6 +437,20 @@ impl ControlStore for Store {
         )
         .await?;
         tx.commit().await?;
+        let state = match outcome {
+            "cancelled" => TriggerState::Cancelled,
+            _ => TriggerState::Running,
+        };
+        let change = StateChange {
+            cause: if outcome == "cancelled" {
+                "cancel"
+            } else {
+                "stop_requested"
+            },
+            state: state.as_str(),
+            actor,
+        };
+        change.log(&[(id, plan_key)]);
         Ok(true)
     }
 

@@ -18,6 +18,7 @@
 pub(in crate::store) mod holds;
 
 use super::dialect::now_ms;
+use super::state_log::{Moved, StateChange};
 use super::*;
 use crate::model::gates::{
     CancelReport, GateScope, LateFire, MisfireRule, PauseReport, ResumeReport, check_reason,
@@ -228,6 +229,25 @@ impl Store {
         )
     }
 
+    /// Run a state-moving `template` (one scope placeholder): the
+    /// triggers it moved, for their log lines.
+    async fn scoped_moves(
+        &self,
+        tx: &mut Tx,
+        template: &str,
+        scope: &GateScope,
+    ) -> StoreResult<Vec<Moved>> {
+        let sql = scoped(
+            self.dialect,
+            &format!("{template} RETURNING id, plan_key"),
+            scope,
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(scope.value())
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
     async fn scoped_count(
         &self,
         tx: &mut Tx,
@@ -295,7 +315,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let running_asked = self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
-        let queued_paused = self.scoped_exec(&mut tx, PAUSE_QUEUED, scope).await?;
+        let paused = self.scoped_moves(&mut tx, PAUSE_QUEUED, scope).await?;
+        let queued_paused = paused.len() as u64;
         let report = PauseReport {
             scope: scope.clone(),
             closed: true,
@@ -312,6 +333,12 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        let change = StateChange {
+            cause: "pause",
+            state: TriggerState::Paused.as_str(),
+            actor,
+        };
+        change.log(&paused);
         Ok(report)
     }
 
@@ -353,9 +380,10 @@ impl Store {
                 "{scope} is not paused; nothing changed (see `paddock gates`)"
             )));
         }
-        let mut report = self.judge_held_fires(&mut tx, scope).await?;
+        let (mut report, judged) = self.judge_held_fires(&mut tx, scope).await?;
         report.reopened = true;
-        report.resumed = self.scoped_exec(&mut tx, RESUME_PAUSED, scope).await?;
+        let resumed = self.scoped_moves(&mut tx, RESUME_PAUSED, scope).await?;
+        report.resumed = resumed.len() as u64;
         report.running_unasked = self.scoped_exec(&mut tx, UNASK_RUNNING, scope).await?;
         report.still_held = self.scoped_count(&mut tx, STILL_HELD, scope).await?;
         if report.resumed > 0 {
@@ -373,21 +401,45 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        for (fate, moved) in judged {
+            let (cause, state) = match fate {
+                LateFire::Park => ("resume_parked", TriggerState::Manual),
+                _ => ("resume_skipped", TriggerState::Skipped),
+            };
+            StateChange {
+                cause,
+                state: state.as_str(),
+                actor,
+            }
+            .log(&[moved]);
+        }
+        let change = StateChange {
+            cause: "resume",
+            state: TriggerState::Pending.as_str(),
+            actor,
+        };
+        change.log(&resumed);
         Ok(report)
     }
 
     /// Late scheduled fires the gate held and that never started, judged
     /// by their job's misfire policy: parked or skipped now; those that
-    /// fire are left paused for [`RESUME_PAUSED`].
-    async fn judge_held_fires(&self, tx: &mut Tx, scope: &GateScope) -> StoreResult<ResumeReport> {
+    /// fire are left paused for [`RESUME_PAUSED`]. Returns the counts and
+    /// each trigger moved with its fate.
+    async fn judge_held_fires(
+        &self,
+        tx: &mut Tx,
+        scope: &GateScope,
+    ) -> StoreResult<(ResumeReport, Vec<(LateFire, Moved)>)> {
         let held: Vec<(i64, String, i64)> =
             sqlx::query_as(sqlx::AssertSqlSafe(scoped(self.dialect, HELD_FIRES, scope)))
                 .bind(scope.value())
                 .fetch_all(&mut **tx)
                 .await?;
         let mut report = ResumeReport::default();
+        let mut judged = Vec::new();
         if held.is_empty() {
-            return Ok(report);
+            return Ok((report, judged));
         }
         let now: i64 = sqlx::query_scalar(self.sql(concat!("SELECT ", now_ms!())))
             .fetch_one(&mut **tx)
@@ -406,18 +458,21 @@ impl Store {
                     LateFire::Park => RESUME_PARKED,
                     LateFire::Skip => RESUME_SKIPPED,
                 };
-                let moved = sqlx::query(self.sql(sql))
-                    .bind(id)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
+                let moved: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(
+                    self.dialect.sql_owned(format!("{sql} RETURNING plan_key")),
+                ))
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
+                let Some(plan_key) = moved else { continue };
                 match fate {
-                    LateFire::Park => report.parked += moved,
-                    _ => report.skipped += moved,
+                    LateFire::Park => report.parked += 1,
+                    _ => report.skipped += 1,
                 }
+                judged.push((fate, (*id, plan_key)));
             }
         }
-        Ok(report)
+        Ok((report, judged))
     }
 
     /// Cancel everything live in `scope`: triggers that have not started
@@ -439,7 +494,8 @@ impl Store {
         }
         let already_final = self.scoped_count(&mut tx, FINISHED_IN_SCOPE, scope).await?;
         let stop_requested = self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
-        let cancelled = self.scoped_exec(&mut tx, CANCEL_QUEUED, scope).await?;
+        let cancelled_now = self.scoped_moves(&mut tx, CANCEL_QUEUED, scope).await?;
+        let cancelled = cancelled_now.len() as u64;
         let report = CancelReport {
             cancelled,
             stop_requested,
@@ -454,6 +510,12 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        let change = StateChange {
+            cause: "cancel",
+            state: TriggerState::Cancelled.as_str(),
+            actor,
+        };
+        change.log(&cancelled_now);
         Ok(report)
     }
 

@@ -16,7 +16,8 @@
 
 use super::dialect::now_ms;
 use super::*;
-use crate::model::report::{Check, PRICE_NAMES, Prices, TriggerFacts, Usage};
+use crate::effects::protocol::counter::IDEMPOTENCY_HIT;
+use crate::model::report::{Books, Check, PRICE_NAMES, Prices, TriggerFacts, Usage};
 use crate::trigger_state;
 
 /// A window and the filters of `report incident` and `report cost`.
@@ -178,6 +179,8 @@ const CONSERVATION: &str = concat!(
     trigger_state!(skipped),
     ", ",
     trigger_state!(manual),
+    ", ",
+    trigger_state!(paused),
     ")) \
      UNION ALL SELECT 'running_triggers_have_a_lease', \
        (SELECT count(*) FROM triggers WHERE state = ",
@@ -188,6 +191,9 @@ const CONSERVATION: &str = concat!(
      UNION ALL SELECT 'attempts_vs_triggers', \
        (SELECT CAST(coalesce(sum(attempts), 0) AS BIGINT) FROM triggers), \
        (SELECT count(*) FROM attempts) \
+     UNION ALL SELECT 'started_triggers_have_attempts', \
+       (SELECT count(*) FROM triggers WHERE attempts > 0), \
+       (SELECT count(DISTINCT trigger_id) FROM attempts) \
      UNION ALL SELECT 'effects_vs_idempotency_records', (SELECT count(*) FROM effects), \
        (SELECT count(DISTINCT idempotency_key) FROM effects WHERE state IN \
           ('intent', 'succeeded', 'failed', 'unknown', 'retryable')) \
@@ -207,7 +213,7 @@ const CONSERVATION: &str = concat!(
 );
 
 /// What each conservation check's two counts count, by name.
-const CHECK_TERMS: [(&str, &str, &str); 6] = [
+const CHECK_TERMS: [(&str, &str, &str); 7] = [
     (
         "trigger_states",
         "triggers",
@@ -222,6 +228,11 @@ const CHECK_TERMS: [(&str, &str, &str); 6] = [
         "attempts_vs_triggers",
         "attempts the triggers count",
         "attempt rows",
+    ),
+    (
+        "started_triggers_have_attempts",
+        "triggers that count an attempt",
+        "triggers with attempt rows",
     ),
     (
         "effects_vs_idempotency_records",
@@ -354,6 +365,21 @@ impl Store {
         Ok(after)
     }
 
+    /// The totals a conservation report shows beside its checks: triggers
+    /// by state, attempt rows and idempotency hits (cluster-wide counter).
+    pub async fn books(&self) -> StoreResult<Books> {
+        let counts = self.trigger_counts().await?;
+        let attempts: i64 = sqlx::query_scalar(self.sql("SELECT count(*) FROM attempts"))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Books {
+            triggers: counts.total,
+            by_state: counts.by_state,
+            attempts,
+            idempotency_hits: self.counter(IDEMPOTENCY_HIT).await?,
+        })
+    }
+
     /// Every conservation check with its two counts.
     pub async fn conservation(&self) -> StoreResult<Vec<Check>> {
         let rows: Vec<(String, i64, i64)> = sqlx::query_as(self.sql(CONSERVATION))
@@ -376,5 +402,32 @@ impl Store {
                 }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerState;
+
+    #[test]
+    fn the_state_check_counts_every_state_of_the_state_machine() {
+        let states = CONSERVATION
+            .split("UNION ALL")
+            .next()
+            .expect("the first check");
+        for state in TriggerState::ALL {
+            let quoted = format!("'{}'", state.as_str());
+            assert!(states.contains(&quoted), "{quoted} is not counted");
+        }
+    }
+
+    #[test]
+    fn every_check_has_its_terms() {
+        let named = CONSERVATION.matches("SELECT '").count();
+        assert_eq!(named, CHECK_TERMS.len());
+        for (name, _, _) in CHECK_TERMS {
+            assert!(CONSERVATION.contains(&format!("SELECT '{name}'")), "{name}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! `trigger.retry` with the actor and the reason.
 
 use super::dialect::now_ms;
+use super::state_log::StateChange;
 use super::*;
 use crate::trigger_state;
 
@@ -87,6 +88,12 @@ impl Store {
                 )
                 .await?;
                 tx.commit().await?;
+                let due = StateChange {
+                    cause: "retry",
+                    state: TriggerState::RetryWait.as_str(),
+                    actor,
+                };
+                due.log(&[(id, t.plan_key.clone())]);
                 Ok(Retried::DueNow)
             }
             other => Err(StoreError::Conflict(format!(

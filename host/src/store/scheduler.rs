@@ -6,6 +6,7 @@
 
 use super::dialect::now_ms;
 use super::fence::shard_fence;
+use super::state_log::{Created, StateChange};
 use super::*;
 use crate::model::{ShardGeneration, ShardLease, TriggerState, plan_key_ms};
 use async_trait::async_trait;
@@ -143,12 +144,15 @@ impl SchedulerStore for Store {
 
     async fn scan_commit(&self, lease: &ShardLease, scan: &ScanCommit) -> StoreResult<ScanWritten> {
         let (mut tx, turn) = self.begin_write().await?;
-        let created = self
+        let inserted = self
             .insert_scheduled(&mut tx, lease, &scan.triggers)
             .await?;
+        let created = inserted.len() as i64;
         self.insert_skipped(&mut tx, lease, &scan.skipped).await?;
+        let mut held = Vec::new();
         if let Some(first_at) = scan.triggers.iter().map(|t| t.scheduled_at).min() {
-            self.hold_gated_fires(&mut tx, lease.shard, first_at)
+            held = self
+                .hold_gated_fires(&mut tx, lease.shard, first_at)
                 .await?;
         }
         let existing = scan.triggers.len() as i64 - created;
@@ -188,20 +192,39 @@ impl SchedulerStore for Store {
             self.announce_due(&mut *tx, due_at).await?;
         }
         tx.commit().await?;
+        for (trigger_id, plan_key, job_id, state) in &inserted {
+            Created {
+                trigger_id: *trigger_id,
+                plan_key,
+                job_id,
+                origin: "schedule",
+                state,
+                params: "{}",
+                actor: &lease.owner,
+            }
+            .log();
+        }
+        let hold = StateChange {
+            cause: "gate_held",
+            state: TriggerState::Paused.as_str(),
+            actor: &lease.owner,
+        };
+        hold.log(&held);
         Ok(ScanWritten { created, existing })
     }
 }
 
 impl Store {
     /// A scan's triggers, `ON CONFLICT DO NOTHING` on the plan key, each
-    /// statement fenced by the shard lease. Returns how many were created.
+    /// statement fenced by the shard lease. Returns those created: id,
+    /// plan key, job and state.
     async fn insert_scheduled(
         &self,
         tx: &mut Tx,
         lease: &ShardLease,
         triggers: &[ScheduledTrigger],
-    ) -> StoreResult<i64> {
-        let mut created = 0;
+    ) -> StoreResult<Vec<(i64, String, String, String)>> {
+        let mut created = Vec::new();
         for chunk in triggers.chunks(CHUNK) {
             let head = "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
                  origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
@@ -213,11 +236,12 @@ impl Store {
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 chunk.len(),
                 &format!(
-                    ") AS v WHERE {} ON CONFLICT (plan_key) DO NOTHING",
+                    ") AS v WHERE {} ON CONFLICT (plan_key) DO NOTHING \
+                     RETURNING id, plan_key, job_id, state",
                     fence(self.dialect)
                 ),
             );
-            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
             for t in chunk {
                 debug_assert!(crate::model::Transition::Create.ends_in(t.state));
                 insert = insert
@@ -241,7 +265,7 @@ impl Store {
                 .bind(lease.shard)
                 .bind(lease.generation.get())
                 .bind(lease.owner.as_str());
-            created += insert.execute(&mut **tx).await?.rows_affected() as i64;
+            created.extend(insert.fetch_all(&mut **tx).await?);
         }
         Ok(created)
     }

@@ -34,5 +34,6 @@ pub(in crate::store) const APPROVE: &str = concat!(
     ", updated_at = ",
     now_ms!(),
     " WHERE id = ? AND state = ",
-    trigger_state!(manual)
+    trigger_state!(manual),
+    " RETURNING plan_key"
 );

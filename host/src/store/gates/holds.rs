@@ -4,6 +4,7 @@
 //! misfire policy judges it if it is late by then).
 
 use super::super::dialect::now_ms;
+use super::super::state_log::Moved;
 use super::super::*;
 use super::{COVERED, GATE_LOCK, GateRecord};
 use crate::trigger_state;
@@ -106,21 +107,22 @@ impl Store {
         tx: &mut Tx,
         shard: i64,
         first_at: i64,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<Moved>> {
         self.share_gate_lock(tx).await?;
         let open: i64 =
             sqlx::query_scalar(self.sql("SELECT count(*) FROM gates WHERE reopened_at IS NULL"))
                 .fetch_one(&mut **tx)
                 .await?;
         if open == 0 {
-            return Ok(0);
+            return Ok(Vec::new());
         }
-        let sql = self.dialect.sql_owned(format!("{HOLD_FIRES}{COVERED}"));
-        Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+        let sql = self
+            .dialect
+            .sql_owned(format!("{HOLD_FIRES}{COVERED} RETURNING id, plan_key"));
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(shard)
             .bind(first_at)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected())
+            .fetch_all(&mut **tx)
+            .await?)
     }
 }

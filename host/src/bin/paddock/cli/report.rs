@@ -6,7 +6,7 @@
 use super::Host;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use paddock::model::report::{self, Check, Cost, Incident, PRICE_NAMES, Prices};
+use paddock::model::report::{self, Books, Check, Cost, Incident, PRICE_NAMES, Prices};
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{CostBy, ReportQuery, Store};
@@ -159,17 +159,19 @@ pub async fn run(cmd: ReportCmd, database_url: &str) -> anyhow::Result<ExitCode>
         }
         ReportCmd::Conservation { format } => {
             format_ok(&format)?;
+            let books = store.books().await?;
             let checks = store.conservation().await?;
             let differences = report::differences(&checks);
             match format.as_str() {
                 "json" => println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
+                        "books": books,
                         "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
                         "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
                     }))?
                 ),
-                _ => print_conservation(&checks),
+                _ => print_conservation(&books, &checks),
             }
             if !differences.is_empty() {
                 return Ok(ExitCode::FAILURE);
@@ -388,7 +390,21 @@ fn check_json(c: &Check) -> serde_json::Value {
     v
 }
 
-fn print_conservation(checks: &[Check]) {
+fn print_conservation(books: &Books, checks: &[Check]) {
+    let states: Vec<String> = books
+        .by_state
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    println!("triggers {}: {}", books.triggers, states.join(", "));
+    println!(
+        "attempts {} ({} per trigger), idempotency hits {}",
+        books.attempts,
+        books
+            .amplification()
+            .map_or("-".to_string(), |a| format!("{a:.2}")),
+        books.idempotency_hits
+    );
     for c in checks {
         println!(
             "{:<34} {:>10} {:<32} {:>10} {:<44} difference {}",
