@@ -58,7 +58,10 @@ use std::time::{Duration, Instant};
 const COMPLETED: usize = 50;
 const STALE: usize = 18;
 const HOUR_MS: i64 = 3_600_000;
-const WAIT: Duration = Duration::from_secs(180);
+/// A bound on each wait, not a guess at how long it takes: every wait is
+/// for an event. Generous because a cold start compiles the guest in each
+/// process, on a shared two-core machine (180 s was once too little there).
+const WAIT: Duration = Duration::from_secs(600);
 
 /// `paddock serve` flags for an old runner holding `n` triggers: exactly
 /// `n` slots, so it cannot take anything else (or its own lapsed triggers)
