@@ -21,7 +21,7 @@
 //!
 //! | triggers | what happens | ends as | class |
 //! |---:|---|---|---|
-//! | 50 | A1 sends, the ledger parks it; A1 is stopped, B takes over (token 2), queries the key (not found: the parked request never reached storage), sends, succeeds; A1 is killed while stopped | succeeded by token 2; no write of token 1 after the stop; the effect row is B's (succeeded, sent twice), never recorded `unknown` nor settled by a query or the scanner | completed |
+//! | 50 | A1 saves a checkpoint and sends, the ledger parks the request; A1 is stopped, B takes over (token 2) from the checkpoint, queries the key (not found: the parked request never reached storage), sends, succeeds; A1 is killed while stopped | succeeded by token 2; no write of token 1 after the stop; the effect row is B's (succeeded, sent twice), never recorded `unknown` nor settled by a query or the scanner | completed |
 //! | 18 | as above with A2; then A2's parked requests are let go, the ledger refuses token 1 (409), and A2 is continued: the host refuses its effect-outcome write (and its heartbeat) under token 1, recorded in `stale_writes` | succeeded by token 2, ≥ 1 refused write of token 1 | stale writes refused |
 //! | 8 | B reserves 5; the ledger commits and resets the connection (`drop_response_after_commit`) → `unknown`; the recovery scanner finds it applied → `succeeded`; the retry replays it | succeeded | unknown → succeeded |
 //! | 3 | B reserves 1000 of 100; the ledger commits a rejection (422) and resets the connection → `unknown`; the scanner finds the rejection → `failed`; the retry replays the failure | failed | unknown → failed (retried) |
@@ -248,9 +248,10 @@ async fn setup(db: Db) -> (TestHost, Ledger) {
     (host, ledger)
 }
 
-/// Triggers of `pay` numbered `numbers`, each reserving 5 under its own
-/// key and resource ([`key`], [`resource`]), each key held at the ledger
-/// for token 1 (the first claim's); `(trigger id, number)`.
+/// Triggers of `pay` numbered `numbers`, each saving one checkpoint and
+/// then reserving 5 under its own key and resource ([`key`],
+/// [`resource`]), each key held at the ledger for token 1 (the first
+/// claim's); `(trigger id, number)`.
 async fn takeover_triggers(
     host: &TestHost,
     ledger: &Ledger,
@@ -259,7 +260,9 @@ async fn takeover_triggers(
     let mut made = Vec::with_capacity(numbers.len());
     for n in numbers {
         ledger.hold(&key(n), 1).await;
-        let params = effect("ledger", &resource(n), "reserve", &key(n), 5);
+        let mut params = effect("ledger", &resource(n), "reserve", &key(n), 5);
+        // One checkpoint before the effect: the takeover starts from it.
+        params["steps"] = json!(1);
         made.push((host.trigger("pay", params).await.id, n));
     }
     made
@@ -325,10 +328,15 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
             ]
         );
         let out = result(&t);
+        let got = (
+            out["outcome"].as_str(),
+            out["attempt"].as_i64(),
+            out["resumed_from"].as_i64(),
+        );
         assert_eq!(
-            (out["outcome"].as_str(), out["body"].is_string()),
-            (Some("done"), true),
-            "{out}"
+            got,
+            (Some("done"), Some(2), Some(1)),
+            "B resumed from A's checkpoint: {out}"
         );
         let rec = store.effect_get(&key(*n)).await.unwrap().unwrap();
         assert_eq!(
