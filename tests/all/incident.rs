@@ -277,7 +277,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
     let store = &host.store;
     let since = store.now_ms().await.unwrap();
 
-    // --- The partition: A1 and A2 park every effect, then stop. ---------
+    // --- The partition: A1 and A2 keep every trigger busy, then stop. --
     let completed_held = takeover_triggers(&host, 0..COMPLETED).await;
     let mut a1 = busy(&host, "A1", &completed_held).await;
     let stale_held = takeover_triggers(&host, COMPLETED..COMPLETED + STALE).await;
