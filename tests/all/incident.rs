@@ -4,7 +4,7 @@
 //! over the window. The unit-level check of the same numbers, built from
 //! store calls, is `reports::the_incident_report_splits_86_…`.
 //!
-//! Runners: `A1` and `A2` are `paddock serve` processes (lease 4 s) whose
+//! Runners: `A1` and `A2` are `paddock serve` processes (lease 8 s) whose
 //! first attempts save a checkpoint and then stay busy before their effect
 //! (`busy_attempts = 1`: CPU in bursts, the checkpoint saved again between
 //! them); once every one is past its checkpoint, both processes are
@@ -67,11 +67,13 @@ const WAIT: Duration = Duration::from_secs(600);
 
 /// `paddock serve` flags for an old runner holding `n` triggers: exactly
 /// `n` slots, so it cannot take anything else (or its own lapsed triggers)
-/// while it runs.
+/// while it runs. Its lease is 16 heartbeats long: its busy guests keep a
+/// core busy, and a lease lapsing before the test stops the process would
+/// let the other old runner take it.
 fn old_runner(n: &str) -> [&str; 10] {
     [
         "--lease",
-        "4s",
+        "8s",
         "--heartbeat",
         "500ms",
         "--poll",
