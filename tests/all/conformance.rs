@@ -95,6 +95,8 @@ on_every_database!(
     effect_reintent_with_a_stale_token_is_lease_lost,
     effect_reintent_of_a_finished_trigger_is_lease_lost,
     effect_reintent_of_a_missing_trigger_is_lease_lost_with_nothing_found,
+    effect_reintent_of_an_intent_left_by_a_gone_attempt_marks_it_unknown,
+    effect_reintent_after_a_transient_answer_does_not_mark_it_unknown,
     // Effect outcomes.
     effect_settle_with_the_current_token_records_the_outcome,
     effect_settle_with_a_stale_token_is_lease_lost,
@@ -825,6 +827,55 @@ async fn effect_reintent_with_the_current_token_takes_the_effect_over(db: Fixtur
     assert_eq!((record.fencing_token, record.sends), (2, 2));
     assert_eq!(record.attempt_id, Some(b.attempt_id));
     assert_eq!(record.request_id, "request-2");
+}
+
+/// When the effect's answer was first lost (`unknown_at`), or `None`.
+async fn unknown_at(db: &Fixture, key: &str) -> Option<i64> {
+    sqlx::query_scalar(
+        db.store
+            .sql("SELECT unknown_at FROM effects WHERE idempotency_key = ?"),
+    )
+    .bind(key)
+    .fetch_one(db.store.pool())
+    .await
+    .unwrap()
+}
+
+async fn effect_reintent_of_an_intent_left_by_a_gone_attempt_marks_it_unknown(db: Fixture) {
+    let a = db.held().await;
+    db.store.effect_intent(&a, &new_effect("k")).await.unwrap();
+    assert_eq!(unknown_at(&db, "k").await, None);
+    let b = db
+        .claim_one(a.trigger_id, "B", db.t0 + 2 * LEASE, LEASE)
+        .await
+        .lease("B");
+    db.store
+        .effect_reintent(&b, "k", "digest", "request-2")
+        .await
+        .unwrap();
+    assert!(unknown_at(&db, "k").await.is_some());
+    db.store
+        .effect_settle(&b, "k", &outcome("succeeded"))
+        .await
+        .unwrap();
+    assert!(
+        unknown_at(&db, "k").await.is_some(),
+        "kept through the resend's settle"
+    );
+}
+
+async fn effect_reintent_after_a_transient_answer_does_not_mark_it_unknown(db: Fixture) {
+    let a = db.held().await;
+    db.store.effect_intent(&a, &new_effect("k")).await.unwrap();
+    db.store
+        .effect_settle(&a, "k", &outcome("retryable"))
+        .await
+        .unwrap();
+    db.store
+        .effect_reintent(&a, "k", "digest", "request-2")
+        .await
+        .unwrap();
+    assert_eq!(unknown_at(&db, "k").await, None);
 }
 
 async fn effect_reintent_with_a_stale_token_is_lease_lost(db: Fixture) {

@@ -224,6 +224,26 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
     // The record still says what 78 did.
     let rec = host.store.effect_get(key).await.unwrap().unwrap();
     assert_eq!((rec.state.as_str(), rec.fencing_token), ("succeeded", 78));
+    // `paddock report incident`: 77's effect was in flight when 78 took
+    // over, found not committed by 78's query and re-sent — an unknown
+    // outcome resolved succeeded, which comes before the stale writes in
+    // the report's order; 77's refused outcome write is in its facts.
+    let everything = paddock::store::ReportQuery {
+        since: 0,
+        until: i64::MAX,
+        tenant: None,
+        group: None,
+    };
+    let facts = host.store.incident_facts(&everything).await.unwrap();
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert!(facts[0].stale_refusals >= 1, "{facts:?}");
+    assert_eq!(
+        paddock::model::report::classify(&facts[0]),
+        paddock::model::report::IncidentClass::Unknown(
+            paddock::model::report::Resolution::Succeeded
+        ),
+        "{facts:?}"
+    );
     ledger.stop().await;
 }
 

@@ -61,6 +61,7 @@ mod gates;
 mod group_commit;
 mod guests;
 mod hostile;
+mod incident;
 mod layers;
 mod leases;
 mod ledger;

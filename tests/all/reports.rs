@@ -12,7 +12,8 @@
 //! the ends of `effects::unknowns_at_drain_…` (unknown outcomes resolved by
 //! the recovery scanner and by resending, one still unknown) and
 //! `effects::a_params_digest_conflict_…` (a params conflict), with the
-//! reference ledger.
+//! reference ledger. The whole incident, 86 triggers with real guests and
+//! runners, is `incident::eighty_six_real_triggers_…`.
 
 use crate::procs::{Proc, eventually};
 use crate::{Db, TestHost};

@@ -30,6 +30,14 @@
 //! and its output gains `"resumed_from":K,"attempt":N` (the counter loaded
 //! at the start and the attempt number). A refused checkpoint (`lease-lost`,
 //! pause, cancel) ends the run with a transient / permanent error.
+//!
+//! `busy_attempts` (integer, default 0), with `mode` `"invoke"`: attempts
+//! numbered up to this stop after the steps, before the effect, and stay
+//! busy until the host says stop: they burn CPU in bursts and save their
+//! checkpoint again (the same step) between bursts, so a runner stopped
+//! there has nothing in flight, and the first thing it does when it runs
+//! again is a fenced write. The run then ends as a refused checkpoint does.
+//! A later attempt goes straight on to the effect.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -110,6 +118,21 @@ fn save(step: u32) -> Result<(), JobError> {
             ErrorClass::Permanent,
             format!("cancelled at step {step}"),
         )),
+    }
+}
+
+/// Burn CPU and save checkpoint `step` again, in turns, until the host
+/// answers a save with anything but proceed.
+fn stay_busy(step: u32) -> JobError {
+    loop {
+        let mut acc = 0u64;
+        for i in 0..5_000_000u64 {
+            acc = core::hint::black_box(acc.wrapping_add(i));
+        }
+        core::hint::black_box(acc);
+        if let Err(stop) = save(step) {
+            return stop;
+        }
     }
 }
 
@@ -205,10 +228,14 @@ impl Guest for Effector {
                 let compensates = str_param(&params, "compensates", false)?;
                 let steps = int_param(&params, "steps", u32::MAX as u64 - 1)?.map(|n| n as u32);
                 let spin_per_step = int_param(&params, "spin_per_step", u64::MAX)?.unwrap_or(0);
+                let busy_attempts = int_param(&params, "busy_attempts", u32::MAX as u64)?;
                 let resumed_from = match steps {
                     Some(steps) => Some(run_steps(steps, spin_per_step)?),
                     None => None,
                 };
+                if u64::from(inv.attempt) <= busy_attempts.unwrap_or(0) {
+                    return Err(stay_busy(steps.unwrap_or(0)));
+                }
                 log::log(
                     log::Level::Info,
                     &format!(

@@ -13,8 +13,10 @@
 //!   about it opened in the window) → **unknown outcome** (one of its
 //!   effects' answers was lost: still `unknown` or an `intent` left by an
 //!   attempt that is gone, or settled later by a query by key, the
-//!   recovery scanner or a ticket — resolved *succeeded*, *failed* (failed
-//!   or found not committed: the trigger retries) or *still unknown*) →
+//!   recovery scanner or a ticket, or found not committed by the next
+//!   attempt's query and re-sent — resolved *succeeded*, *failed* (failed
+//!   or found not committed: the trigger retries) or *still unknown*; so a
+//!   takeover of an attempt with an effect in flight is an unknown) →
 //!   **stale writes refused** (a fenced write of an older token refused in
 //!   the window; the trigger went on under the new one) → **completed**
 //!   (succeeded, by the token that holds it: after a takeover, the new one)

@@ -66,7 +66,11 @@ impl EffectStore for Store {
 
     /// Re-write the intent of an unresolved effect (intent, unknown or
     /// retryable) before sending it again under this lease: the record takes
-    /// the lease's token and `sends + 1`.
+    /// the lease's token and `sends + 1`. Re-writing an `intent` means an
+    /// attempt that is gone left it and a query by key found it not
+    /// committed: its answer was lost, so `unknown_at` is set (as the
+    /// recovery scanner sets it when it finds the same), and the incident
+    /// report counts it an unknown outcome resolved by resending.
     async fn effect_reintent(
         &self,
         lease: &LeaseRef,
@@ -78,7 +82,10 @@ impl EffectStore for Store {
             "UPDATE effects SET trigger_id = ?1, attempt_id = ?2, fencing_token = ?3, \
              request_id = ?4, state = 'intent', sends = sends + 1, updated_at = ",
             now_ms!(),
-            " WHERE idempotency_key = ?5 AND params_digest = ?6 \
+            ", unknown_at = CASE WHEN unknown_at IS NULL AND state = 'intent' THEN ",
+            now_ms!(),
+            " ELSE unknown_at END \
+             WHERE idempotency_key = ?5 AND params_digest = ?6 \
                AND state IN ('intent', 'unknown', 'retryable') AND fencing_token <= ?3 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?1", token = "?3"),
