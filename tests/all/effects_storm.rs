@@ -82,15 +82,7 @@ async fn run(db: Db, policy: Policy) -> Row {
         },
         gateway.clone(),
     );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let loop_runner = runner.clone();
-    let task = tokio::spawn(async move {
-        loop_runner
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await
-    });
+    let serving = TestHost::serve(&runner);
 
     let mut phases: [Phase; 2] = Default::default();
     let mut while_open = None;
@@ -156,8 +148,7 @@ async fn run(db: Db, policy: Policy) -> Row {
         assert!(Instant::now() < deadline, "{busy} triggers never finished");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = stop.send(());
-    task.await.unwrap();
+    serving.stop().await;
     for (p, phase) in phases.iter_mut().enumerate() {
         let upper = if p == 0 { first_ids[1] } else { i64::MAX };
         phase.succeeded =

@@ -508,17 +508,7 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
     gated_job(&host, "race", "t1", "ga", None).await;
     let scope = GateScope::Job("race".into());
     let runner = host.runner("r", Duration::from_secs(10));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn({
-        let runner = runner.clone();
-        async move {
-            runner
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        }
-    });
+    let serving = TestHost::serve(&runner);
 
     // The success commits first: the cancel finds nothing live and says so.
     let first = host.trigger("race", json!({})).await.id;
@@ -660,8 +650,7 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
         .await
         .unwrap();
     assert_eq!((again.cancelled, again.stop_requested), (0, 0));
-    let _ = stop.send(());
-    serving.await.unwrap();
+    serving.stop().await;
 }
 
 db_test!(a_request_key_is_the_same_run_for_as_long_as_the_run_is_kept);

@@ -47,9 +47,9 @@
 
 use crate::ledger::{Ledger, connector, effect, put};
 use crate::procs::{Proc, eventually_or};
+use crate::reports::{paddock, rfc3339};
 use crate::{Db, TestHost};
 use paddock::effects::EffectGateway;
-use paddock::model::ResourceGroup;
 use paddock::model::report::{self, Incident, UnknownSplit};
 use paddock::store::ReportQuery;
 use paddock::store::prelude::*;
@@ -91,26 +91,6 @@ fn key(n: usize) -> String {
 }
 fn resource(n: usize) -> String {
     format!("INC-{n}")
-}
-
-/// `paddock --database-url URL ARGS`: (exit code, stdout, stderr).
-fn paddock(url: &str, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
-        .arg("--database-url")
-        .arg(url)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run paddock");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn rfc3339(ms: i64) -> String {
-    paddock::model::time::rfc3339(paddock::model::time::from_millis(ms))
 }
 
 fn logs(procs: &[&Proc]) -> String {
@@ -224,24 +204,14 @@ async fn setup(db: Db) -> (TestHost, Ledger) {
         let c = connector(name, &ledger, Duration::from_secs(60), queryable);
         put(&host.store, c).await;
     }
-    host.registry
-        .group_put(
-            ResourceGroup {
-                name: "incident".into(),
-                fuel_per_attempt: i64::MAX,
-                memory_bytes: 64 << 20,
-                deadline_ms: 600_000,
-                max_concurrency: 128,
-                grants: "[]".into(),
-                caps: Default::default(),
-                capacity: Default::default(),
-                aging_ms: paddock::model::group::DEFAULT_AGING_MS,
-                shares: Default::default(),
-            },
-            "test",
-        )
-        .await
-        .unwrap();
+    host.group_sized(
+        "incident",
+        i64::MAX,
+        64 << 20,
+        Duration::from_secs(600),
+        128,
+    )
+    .await;
     host.job(
         "pay",
         "effector",

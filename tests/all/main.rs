@@ -221,6 +221,19 @@ impl TestHost {
     /// A resource group with these limits and room for 64 attempts at once
     /// (claims enforce it; the tests of quotas set their own).
     pub async fn group(&self, name: &str, fuel: i64, memory_bytes: i64, deadline: Duration) {
+        self.group_sized(name, fuel, memory_bytes, deadline, 64)
+            .await;
+    }
+
+    /// [`TestHost::group`] with room for `max_concurrency` attempts.
+    pub async fn group_sized(
+        &self,
+        name: &str,
+        fuel: i64,
+        memory_bytes: i64,
+        deadline: Duration,
+        max_concurrency: i64,
+    ) {
         self.registry
             .group_put(
                 ResourceGroup {
@@ -228,7 +241,7 @@ impl TestHost {
                     fuel_per_attempt: fuel,
                     memory_bytes,
                     deadline_ms: deadline.as_millis() as i64,
-                    max_concurrency: 64,
+                    max_concurrency,
                     grants: "[]".into(),
                     caps: Default::default(),
                     capacity: Default::default(),
@@ -299,6 +312,20 @@ impl TestHost {
             .0
     }
 
+    /// Run `runner` in the background until the returned handle stops it.
+    pub fn serve(runner: &Arc<Runner>) -> Serving {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runner = runner.clone();
+        let task = tokio::spawn(async move {
+            runner
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Serving { stop, task }
+    }
+
     pub fn runner(&self, id: &str, lease: Duration) -> Arc<Runner> {
         Runner::new(
             self.store.clone(),
@@ -327,5 +354,24 @@ impl TestHost {
             .fetch_one(self.store.pool())
             .await
             .unwrap()
+    }
+}
+
+/// A runner running in the background ([`TestHost::serve`]).
+pub struct Serving {
+    stop: tokio::sync::oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Ask the runner to stop (it drains) and wait until it has.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+
+    /// Stop at once, without a drain (attempts in flight are dropped).
+    pub fn abort(self) {
+        self.task.abort();
     }
 }

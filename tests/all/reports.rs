@@ -129,7 +129,7 @@ pub fn paddock(url: &str, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn rfc3339(ms: i64) -> String {
+pub fn rfc3339(ms: i64) -> String {
     paddock::model::time::rfc3339(paddock::model::time::from_millis(ms))
 }
 

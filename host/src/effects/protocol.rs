@@ -48,7 +48,7 @@ pub use tickets::{Reply, TicketKind, TicketRequest, Ticketed};
 pub mod counter {
     /// A recorded outcome answered again instead of sent: read from the
     /// record, found by a query, or replayed by the downstream.
-    pub const IDEMPOTENCY_HIT: &str = "effect_idempotency_hits";
+    pub const IDEMPOTENCY_HIT: &str = crate::model::report::IDEMPOTENCY_HITS_COUNTER;
     /// A key presented with other params than it was recorded with, here
     /// or at the downstream.
     pub const KEY_CONFLICT: &str = "effect_key_conflicts";

@@ -362,6 +362,10 @@ impl Check {
     }
 }
 
+/// The counter (`counters` table) of effect calls answered from a record
+/// instead of sent again; the effects gateway counts into it.
+pub const IDEMPOTENCY_HITS_COUNTER: &str = "effect_idempotency_hits";
+
 /// The totals beside the checks: what the books hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Books {

@@ -348,16 +348,8 @@ impl ControlStore for Store {
         tx.commit().await?;
         let record = self.trigger_by_key(&plan_key).await?;
         if inserted {
-            Created {
-                trigger_id: record.id,
-                plan_key: &record.plan_key,
-                job_id: &record.job_id,
-                origin: &record.origin,
-                state: record.state.as_str(),
-                params: &record.params,
-                actor: new.requested_by.as_deref().unwrap_or("unattributed"),
-            }
-            .log();
+            let actor = new.requested_by.as_deref().unwrap_or("unattributed");
+            Created::of(&record, actor).log();
         }
         Ok((record, inserted))
     }

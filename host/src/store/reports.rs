@@ -16,8 +16,9 @@
 
 use super::dialect::now_ms;
 use super::*;
-use crate::effects::protocol::counter::IDEMPOTENCY_HIT;
-use crate::model::report::{Books, Check, PRICE_NAMES, Prices, TriggerFacts, Usage};
+use crate::model::report::{
+    Books, Check, IDEMPOTENCY_HITS_COUNTER, PRICE_NAMES, Prices, TriggerFacts, Usage,
+};
 use crate::trigger_state;
 
 /// A window and the filters of `report incident` and `report cost`.
@@ -376,7 +377,7 @@ impl Store {
             triggers: counts.total,
             by_state: counts.by_state,
             attempts,
-            idempotency_hits: self.counter(IDEMPOTENCY_HIT).await?,
+            idempotency_hits: self.counter(IDEMPOTENCY_HITS_COUNTER).await?,
         })
     }
 

@@ -61,7 +61,20 @@ pub(crate) struct Created<'a> {
     pub actor: &'a str,
 }
 
-impl Created<'_> {
+impl<'a> Created<'a> {
+    /// The line of a trigger read back after its insert.
+    pub(crate) fn of(t: &'a super::TriggerRecord, actor: &'a str) -> Self {
+        Self {
+            trigger_id: t.id,
+            plan_key: &t.plan_key,
+            job_id: &t.job_id,
+            origin: &t.origin,
+            state: t.state.as_str(),
+            params: &t.params,
+            actor,
+        }
+    }
+
     /// One `trigger_created` line.
     pub(crate) fn log(&self) {
         tracing::info!(
