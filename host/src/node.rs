@@ -224,7 +224,7 @@ pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
     let store = Store::open_with(&config.database_url, config.db_connections)
         .await
         .map_err(|error| NodeError::Open {
-            url: config.database_url.clone(),
+            url: crate::model::secret::redacted_url(&config.database_url),
             error,
         })?;
     let sandbox = Sandbox::new(config.sandbox.clone())?;

@@ -21,6 +21,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::identity::local_actor;
+use paddock::model::secret::redacted_url;
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
 use paddock::registry::Registry;
@@ -315,7 +316,7 @@ impl Host {
     pub async fn open(database_url: &str) -> anyhow::Result<Self> {
         let store = Store::open(database_url)
             .await
-            .with_context(|| format!("opening {database_url}"))?;
+            .with_context(|| format!("opening {}", redacted_url(database_url)))?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: cache_dir(),
             ..SandboxConfig::default()

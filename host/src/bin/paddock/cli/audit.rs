@@ -6,6 +6,7 @@ use super::{Host, review};
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use paddock::model::audit::{ChainBreak, Verified, export_line};
+use paddock::model::secret::redacted_url;
 use paddock::model::time::{from_millis, parse_duration, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{AuditVerdict, Store};
@@ -171,7 +172,15 @@ fn warn_break(e: &ChainBreak) {
 pub async fn anchor_periodically(url: &str, every: Duration) -> anyhow::Result<AnchorTask> {
     let store = Store::open_with(url, Some(1))
         .await
-        .with_context(|| format!("opening {url} for audit anchoring"))?;
+        .with_context(|| format!("opening {} for audit anchoring", redacted_url(url)))?;
+    if store.audit_config().anchor_file.is_none() {
+        // PostgreSQL has no default place outside the database (each
+        // machine's own file would vouch only for what it saw).
+        tracing::warn!(
+            "audit anchors: none — set PADDOCK_AUDIT_ANCHOR_FILE to a file the database's \
+             writers cannot rewrite, or a truncated audit tail goes undetected"
+        );
+    }
     let anchoring = store.clone();
     let task = tokio::spawn(async move {
         let store = anchoring;

@@ -7,6 +7,7 @@ use super::Host;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use paddock::model::report::{self, Books, Check, Cost, Incident, PRICE_NAMES, Prices};
+use paddock::model::secret::redacted_url;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{CostBy, ReportQuery, Store};
@@ -112,7 +113,7 @@ pub struct PriceArgs {
 pub async fn run(cmd: ReportCmd, database_url: &str) -> anyhow::Result<ExitCode> {
     let store = Store::open(database_url)
         .await
-        .with_context(|| format!("opening {database_url}"))?;
+        .with_context(|| format!("opening {}", redacted_url(database_url)))?;
     match cmd {
         ReportCmd::Incident { window, filter } => {
             format_ok(&filter.format)?;

@@ -7,6 +7,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use paddock::model::backlog::{self, Eta};
+use paddock::model::secret::redacted_url;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{GroupStatus, StatusQuery, StatusReport, Store};
@@ -38,7 +39,7 @@ pub async fn run(args: StatusArgs, database_url: &str) -> anyhow::Result<()> {
     }
     let store = Store::open(database_url)
         .await
-        .with_context(|| format!("opening {database_url}"))?;
+        .with_context(|| format!("opening {}", redacted_url(database_url)))?;
     let query = query(&store, &args).await?;
     let report = store.status_report(&query).await?;
     match args.format.as_str() {
