@@ -1270,6 +1270,54 @@ async fn writes_through_the_api_are_audited_as_the_token(db: Db) {
     assert!(audit.iter().all(|e| !e.detail.contains(&text[4..])));
 }
 
+db_test!(a_result_is_json_text_or_base64_and_says_which);
+async fn a_result_is_json_text_or_base64_and_says_which(db: Db) {
+    let api = start(db).await;
+    let admin = api.tokens["admin"].clone();
+    let id = api.acme.trigger;
+    let cases: [(&[u8], Value, &str); 4] = [
+        (
+            b"{\"total\": 3, \"ok\": true}",
+            json!({ "total": 3, "ok": true }),
+            "json",
+        ),
+        (b"\"quoted\"", json!("quoted"), "json"),
+        (b"plain text", json!("plain text"), "utf8"),
+        (&[0xff, 0x00, 0x7f], json!("/wB/"), "base64"),
+    ];
+    for (bytes, value, encoding) in cases {
+        sqlx::query(
+            api.host
+                .store
+                .sql("UPDATE triggers SET result = ? WHERE id = ?"),
+        )
+        .bind(bytes)
+        .bind(id)
+        .execute(api.host.store.pool())
+        .await
+        .unwrap();
+        let (status, shown) = api.get(&format!("/v1/triggers/{id}"), "acme").await;
+        assert_eq!(status, 200, "{shown}");
+        assert_eq!(shown["trigger"]["result"], value, "{shown}");
+        assert_eq!(shown["trigger"]["result_encoding"], encoding, "{shown}");
+        // The command line prints the same bytes from either side.
+        let url = api.host.url.clone();
+        let local = cli(&["--database-url", &url, "trigger", "show", &id.to_string()]).await;
+        let remote = cli(&[
+            "--server",
+            &api.base,
+            "--token",
+            &admin,
+            "trigger",
+            "show",
+            &id.to_string(),
+        ])
+        .await;
+        assert!(local.0 && remote.0, "{} / {}", local.2, remote.2);
+        assert_eq!(remote.1, local.1, "{encoding}");
+    }
+}
+
 /// `paddock ARGS` with the environment cleared of Paddock's variables.
 async fn cli(args: &[&str]) -> (bool, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
