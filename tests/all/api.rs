@@ -1829,9 +1829,322 @@ async fn the_command_line_prints_the_same_from_a_server_as_from_the_database(db:
         assert!(local_out.contains("reopened"), "{local_out}");
         assert_eq!(remote_out, local_out);
     }
-    let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "audit", "verify"]).await;
+    let (ok, _, err) = cli(&[
+        "--server", &api.base, "--token", &admin, "trigger", "run", "acme-job", "--wait",
+    ])
+    .await;
+    assert!(!ok && err.contains("does not work with --server"), "{err}");
+    let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "demo"]).await;
+    assert!(!ok && err.contains("does not take --server"), "{err}");
+}
+
+/// `paddock ARGS` on the database and through the server (admin token):
+/// (success, stdout) of each.
+async fn both(api: &Api, command: &[&str]) -> ((bool, String), (bool, String)) {
+    let url = api.host.url.clone();
+    let admin = api.tokens["admin"].clone();
+    let mut local = vec!["--database-url", url.as_str()];
+    local.extend(command);
+    let mut remote = vec!["--server", api.base.as_str(), "--token", admin.as_str()];
+    remote.extend(command);
+    let (ok_local, local_out, local_err) = cli(&local).await;
+    let (ok_remote, remote_out, remote_err) = cli(&remote).await;
     assert!(
-        !ok && err.contains("does not work with --server yet"),
-        "{err}"
+        ok_local == ok_remote && !local_out.is_empty(),
+        "{command:?}: {local_err} / {remote_err}"
     );
+    ((ok_local, local_out), (ok_remote, remote_out))
+}
+
+db_test!(every_read_prints_the_same_from_a_server_as_from_the_database);
+async fn every_read_prints_the_same_from_a_server_as_from_the_database(db: Db) {
+    let api = start(db).await;
+    acme_cron(&api).await;
+    sqlx::query(api.host.store.sql(
+        "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
+         VALUES ('acme-cron', 1, 0, 'misfire_skip', 0)",
+    ))
+    .execute(api.host.store.pool())
+    .await
+    .unwrap();
+    let ticket = api.acme.ticket.to_string();
+    let (a, b) = (&api.acme.digest[..12], api.globex.digest.as_str());
+    let from_to = [
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-02T00:00:00Z",
+    ];
+    let window = [
+        "--since",
+        "2000-01-01T00:00:00Z",
+        "--until",
+        "2100-01-01T00:00:00Z",
+    ];
+    let with = |head: &[&'static str], tail: &[&'static str]| -> Vec<&'static str> {
+        head.iter().chain(tail).copied().collect()
+    };
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["exceptions", "show", &ticket],
+        vec!["component", "diff", a, b],
+        with(&["schedule", "preview", "--cron", "0 */6 * * *"], &from_to),
+        with(&["schedule", "preview", "acme-cron"], &from_to),
+        with(
+            &["schedule", "diff", "acme-cron", "cron:0 */2 * * *"],
+            &from_to,
+        ),
+        vec!["schedule", "shards"],
+        vec!["schedule", "skipped"],
+        vec!["audit", "capabilities"],
+        vec!["audit", "capabilities", "--format", "json"],
+        vec!["audit", "export", "--since", "1h"],
+        vec!["token", "list"],
+        vec!["group", "list"],
+        vec!["group", "show", "default"],
+        vec!["tenant", "list"],
+        vec!["connector", "list"],
+        vec!["connector", "secret", "list"],
+        vec!["price", "list"],
+        with(&["report", "incident"], &window),
+        with(&["report", "incident", "--format", "json"], &window),
+        with(&["report", "cost", "--by", "tenant"], &window),
+        with(&["report", "cost", "--format", "json"], &window),
+        vec!["report", "conservation"],
+        vec!["report", "conservation", "--format", "json"],
+    ];
+    for command in &commands {
+        let (local, remote) = both(&api, command).await;
+        assert_eq!(remote, local, "{command:?}");
+    }
+    // `status` reads the clock: the same but for the instants and the
+    // oldest due age (a text line is compared up to its backlog).
+    for format in ["text", "json"] {
+        let (local, remote) = both(&api, &["status", "--format", format]).await;
+        let rest = |out: &str| -> Vec<String> {
+            out.lines()
+                .filter(|l| {
+                    ![
+                        "paddock status at",
+                        "\"at\"",
+                        "now_ms",
+                        "\"since\"",
+                        "oldest_due_ms",
+                    ]
+                    .iter()
+                    .any(|clock| l.contains(clock))
+                })
+                .map(|l| l.chars().take(42).collect())
+                .collect()
+        };
+        assert_eq!(rest(&remote.1), rest(&local.1), "status --format {format}");
+    }
+    // `audit verify` anchors the head it verified: once on each side, then
+    // the same answer.
+    let (local, _) = both(&api, &["audit", "verify"]).await;
+    let (again, remote) = both(&api, &["audit", "verify"]).await;
+    assert!(
+        local.0 && local.1.contains("audit log intact"),
+        "{}",
+        local.1
+    );
+    assert_eq!(remote, again);
+}
+
+db_test!(every_write_works_through_a_server);
+async fn every_write_works_through_a_server(db: Db) {
+    let api = start(db).await;
+    acme_cron(&api).await;
+    let dir = tempfile::tempdir().unwrap();
+    let groups = dir.path().join("groups.toml");
+    std::fs::write(&groups, "[[group]]\nname = \"filed\"\nconcurrency = 3\n").unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3cr3t-value\n").unwrap();
+    let (groups, secret) = (groups.to_str().unwrap(), secret.to_str().unwrap());
+    let (acme_ticket, globex_ticket) = (api.acme.ticket.to_string(), api.globex.ticket.to_string());
+    // (token, command, what its output says)
+    let steps: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "admin",
+            vec!["token", "create", "--name", "ci", "--role", "reviewer"],
+            "pdk_",
+        ),
+        ("admin", vec!["token", "revoke", "ci"], "token ci revoked"),
+        (
+            "admin",
+            vec![
+                "group",
+                "set",
+                "batch",
+                "--concurrency",
+                "4",
+                "--grant",
+                "clocks",
+            ],
+            "group batch set: effective concurrency 4",
+        ),
+        (
+            "admin",
+            vec!["group", "grant", "batch", "stdio"],
+            "group batch grants: clocks, stdio",
+        ),
+        (
+            "admin",
+            vec!["group", "revoke", "batch", "clocks"],
+            "group batch grants: stdio",
+        ),
+        (
+            "admin",
+            vec!["group", "apply", groups],
+            "group filed set: effective concurrency 3",
+        ),
+        (
+            "admin",
+            vec!["tenant", "set", "acme", "--weight", "2"],
+            "acme",
+        ),
+        (
+            "admin",
+            vec![
+                "connector",
+                "set",
+                "ledger",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+            ],
+            "connector ledger set",
+        ),
+        (
+            "admin",
+            vec![
+                "connector",
+                "secret",
+                "set",
+                "ledger",
+                "--from-file",
+                secret,
+            ],
+            "connector ledger secret set: ",
+        ),
+        (
+            "admin",
+            vec!["connector", "secret", "clear", "ledger"],
+            "connector ledger secret cleared",
+        ),
+        (
+            "admin",
+            vec!["price", "set", "--retry", "0.5"],
+            "retry                0.5",
+        ),
+        (
+            "operator",
+            vec![
+                "exceptions",
+                "resolve",
+                &acme_ticket,
+                "--action",
+                "mark_succeeded",
+                "--reason",
+                "checked the ledger",
+            ],
+            "proposed by token:operator",
+        ),
+        (
+            "admin",
+            vec!["exceptions", "approve", &acme_ticket, "--reason", "agreed"],
+            "resolved: mark_succeeded by token:admin",
+        ),
+        (
+            "operator",
+            vec![
+                "exceptions",
+                "resolve",
+                &globex_ticket,
+                "--action",
+                "mark_succeeded",
+                "--reason",
+                "checked",
+            ],
+            "proposed by token:operator",
+        ),
+        (
+            "admin",
+            vec![
+                "exceptions",
+                "reject",
+                &globex_ticket,
+                "--reason",
+                "not yet",
+            ],
+            "proposal withdrawn",
+        ),
+        ("operator", vec!["effects", "recover"], "scanned 0:"),
+        (
+            "operator",
+            vec![
+                "effects",
+                "compensate",
+                "acme-effect",
+                "--job",
+                "acme-job",
+                "--key",
+                "acme-refund",
+                "--action",
+                "RES-1/refund",
+                "--reason",
+                "refund",
+            ],
+            "compensation of 'acme-effect' recorded as trigger",
+        ),
+        (
+            "acme",
+            vec![
+                "schedule",
+                "backfill",
+                "acme-cron",
+                "--from",
+                "2026-01-01T00:00:00Z",
+                "--to",
+                "2026-01-01T03:00:00Z",
+            ],
+            "3 trigger(s) created in the recovery lane",
+        ),
+    ];
+    for (token, command, says) in steps {
+        let mut remote = vec![
+            "--server",
+            api.base.as_str(),
+            "--token",
+            api.tokens[token].as_str(),
+        ];
+        remote.extend(&command);
+        let (ok, out, err) = cli(&remote).await;
+        assert!(ok, "{command:?}: {err}");
+        assert!(out.contains(says), "{command:?}: {out}");
+        assert!(
+            !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+            "{command:?}"
+        );
+    }
+    let audit = api.host.store.audit_list().await.unwrap();
+    for action in [
+        "token.create",
+        "group.put",
+        "tenant.put",
+        "connector.put",
+        "price.set",
+        "effect.compensate",
+        "effects.recover",
+        "job.backfill",
+    ] {
+        assert!(
+            audit
+                .iter()
+                .any(|e| e.action == action && e.actor.starts_with("token:")),
+            "{action} as a token: {:?}",
+            audit
+                .iter()
+                .map(|e| (&e.action, &e.actor))
+                .collect::<Vec<_>>()
+        );
+    }
 }
