@@ -26,11 +26,14 @@
 mod admin;
 mod auth;
 mod control;
+mod effects;
 pub mod error;
 mod extract;
 pub mod openapi;
 mod reads;
+pub mod review;
 pub mod routes;
+mod schedule;
 pub mod views;
 pub mod wire;
 mod writes;

@@ -47,11 +47,13 @@
 //! guest or a ticket sees), [`classify`] (digest, answer classes) and
 //! [`breaker`] (circuit breaker, rate limit); I/O in [`http`] and the
 //! gateway (its connector cache, one send, tickets, the recovery scanner).
+//! What a person does by hand (recover now, compensate) is [`operator`].
 
 pub mod breaker;
 pub mod classify;
 mod gateway;
 pub mod http;
+pub mod operator;
 pub mod protocol;
 
 pub use breaker::{Admit, Breaker, BreakerConfig, BreakerPhase, BreakerState, RateLimit};

@@ -16,6 +16,7 @@
 //! | `gates.rs` | pause, resume and cancel at five scopes: [`gates::GateScope`], their reports, late fires at resume |
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
 //! | `report.rs` | `paddock report`: incident classes and auto-closure, cost per correct result, conservation checks |
+//! | `output.rs` | a run's result bytes in JSON: the value, UTF-8 text or base64, and which |
 //! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
@@ -30,6 +31,7 @@ pub mod gates;
 pub mod grants;
 pub mod group;
 pub mod identity;
+pub mod output;
 pub mod plan;
 pub mod report;
 pub mod retry;

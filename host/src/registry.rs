@@ -86,6 +86,12 @@ impl Registry {
         }
     }
 
+    /// The instance pool of this process's sandbox (`paddock group show`'s
+    /// "as it would be in this process").
+    pub fn instance_pool(&self) -> i64 {
+        i64::from(self.sandbox.config().max_instances)
+    }
+
     /// Check and store a component. Nothing is stored if any check fails.
     pub async fn component_push(&self, bytes: &[u8], actor: &str) -> Result<Pushed, RegistryError> {
         let digest = sha256_hex(bytes);

@@ -1,7 +1,7 @@
 //! Trigger control: computing *what should run when* (DESIGN §5).
 //! Everything here is pure — no I/O, no database, no clock: every function
 //! takes `now` as an argument — except `scanner.rs`, which applies it to the
-//! store under shard leases.
+//! store under shard leases, and `preview.rs`, which reads the plan it previews.
 //!
 //! | file | owns |
 //! |---|---|
@@ -14,6 +14,7 @@
 //! | `scan.rs` | plan keys, `shard_of`, scan windows and the watermark rule |
 //! | `error.rs` | `ScheduleError` |
 //! | `scanner.rs` | **I/O**: shard leases, windows on the database clock, batched inserts, watermarks |
+//! | `preview.rs` | trigger sets on request (`schedule preview`, `diff`, `backfill`); **I/O** only to read a plan |
 //! | `tests.rs`, `tests/` | independent brute-force reference, DST vectors, property tests |
 //!
 //! # DST policy (enforced in `wall.rs`, tested against an independent enumeration)
@@ -46,6 +47,7 @@ mod error;
 mod misfire;
 mod occurrences;
 mod overlap;
+pub mod preview;
 mod scan;
 pub mod scanner;
 mod spec;

@@ -31,6 +31,8 @@ struct Owned {
     trigger: i64,
     ticket: i64,
     digest: String,
+    /// A succeeded effect of its trigger (key `TENANT-effect`).
+    effect: String,
 }
 
 async fn start(db: Db) -> Api {
@@ -65,10 +67,22 @@ async fn start(db: Db) -> Api {
             })
             .await
             .unwrap();
+        let effect = format!("{tenant}-effect");
+        sqlx::query(host.store.sql(
+            "INSERT INTO effects (idempotency_key, trigger_id, connector, action, params_digest, \
+             request_id, fencing_token, state, created_at, updated_at) \
+             VALUES (?, ?, 'ledger', 'RES-1/charge', 'd', 'r', 1, 'succeeded', 0, 0)",
+        ))
+        .bind(&effect)
+        .bind(trigger)
+        .execute(host.store.pool())
+        .await
+        .unwrap();
         owned.push(Owned {
             trigger,
             ticket: ticket.id,
             digest,
+            effect,
         });
     }
     let mut tokens = HashMap::new();
@@ -161,17 +175,30 @@ impl Api {
         self.call("GET", path, Some(token), Send::Nothing).await
     }
 
-    /// A route's path with this tenant's rows in it.
+    /// A route's path with this tenant's rows in it (and the query a
+    /// route needs).
     fn path(&self, template: &str, of: &Owned, job: &str) -> String {
-        template
+        let path = template
             .replace("{id}", &of.trigger.to_string())
             .replace("{job}", job)
             .replace("{digest}", &of.digest)
+            .replace("{other}", &of.digest)
+            .replace("{key}", &of.effect)
             .replace("{tenant}", "acme")
             .replace("{kind}", "group")
-            .replace("{name}", "default")
+            .replace("{name}", "default");
+        let query = match template {
+            "/v1/schedule/preview" => format!("?cron=0+*+*+*+*&{DAY}"),
+            "/v1/schedule/diff" => format!("?a=cron:0+*+*+*+*&b=cron:0+*/2+*+*+*&{DAY}"),
+            "/v1/audit/export" => "?since=1h".to_string(),
+            _ => String::new(),
+        };
+        path + &query
     }
 }
+
+/// A window of one day, as a query.
+const DAY: &str = "from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z";
 
 /// Everything a request could change, as text (the audit log apart: a
 /// refusal may be audited, and is meant to be).
@@ -248,7 +275,16 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("GET", "/v1/components", "TOAR"),
     ("POST", "/v1/components", "T.A."),
     ("GET", "/v1/components/{digest}", "TOAR"),
+    ("GET", "/v1/components/{digest}/diff/{other}", "TOAR"),
+    ("GET", "/v1/schedule/preview", "TOAR"),
+    ("GET", "/v1/schedule/diff", "TOAR"),
+    ("POST", "/v1/jobs/{job}/backfill", "T.A."),
+    ("GET", "/v1/schedule/shards", "TOAR"),
+    ("GET", "/v1/schedule/skipped", "TOAR"),
     ("GET", "/v1/effects", "TOAR"),
+    ("GET", "/v1/effects/{key}", "TOAR"),
+    ("POST", "/v1/effects/recover", ".OA."),
+    ("POST", "/v1/effects/{key}/compensate", ".OA."),
     ("GET", "/v1/tickets", "TOAR"),
     ("GET", "/v1/tickets/{id}", "TOAR"),
     ("POST", "/v1/tickets/{id}/resolve", ".OA."),
@@ -273,6 +309,7 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("GET", "/v1/groups", "TOAR"),
     ("GET", "/v1/groups/{name}", "TOAR"),
     ("POST", "/v1/groups", "..A."),
+    ("PUT", "/v1/groups/{name}", "..A."),
     ("POST", "/v1/groups/{name}/grants", "..A."),
     ("GET", "/v1/tenants", "TOAR"),
     ("PUT", "/v1/tenants/{tenant}", "..A."),
@@ -286,6 +323,7 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("DELETE", "/v1/tokens/{name}", "..A."),
     ("GET", "/v1/audit", ".OAR"),
     ("GET", "/v1/audit/verify", ".OAR"),
+    ("GET", "/v1/audit/export", ".OAR"),
     ("GET", "/v1/capabilities", ".OAR"),
 ];
 
@@ -795,6 +833,89 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
             Denied,
         ),
     ]);
+    // Diffs, trigger sets, effects by hand, a group's flags, the export.
+    let a = &api.acme;
+    walk.extend([
+        (
+            "GET",
+            "/v1/components/{digest}/diff/{other}",
+            format!("/v1/components/{}/diff/{}", a.digest, g.digest),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/schedule/preview",
+            format!("/v1/schedule/preview?plan=globex-job&{DAY}"),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/schedule/diff",
+            format!("/v1/schedule/diff?a=cron:0+*+*+*+*&b=globex-job&{DAY}"),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/jobs/{job}/backfill",
+            "/v1/jobs/globex-job/backfill".into(),
+            Send::Json(json!({ "from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z" })),
+            Hidden,
+        ),
+        (
+            "GET",
+            "/v1/schedule/shards",
+            "/v1/schedule/shards".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "GET",
+            "/v1/schedule/skipped",
+            "/v1/schedule/skipped?job=globex-job".into(),
+            Send::Nothing,
+            Shared,
+        ),
+        (
+            "GET",
+            "/v1/effects/{key}",
+            format!("/v1/effects/{}", g.effect),
+            Send::Nothing,
+            Hidden,
+        ),
+        (
+            "POST",
+            "/v1/effects/recover",
+            "/v1/effects/recover".into(),
+            Send::Json(json!({})),
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/effects/{key}/compensate",
+            format!("/v1/effects/{}/compensate", g.effect),
+            Send::Json(
+                json!({ "job": "globex-job", "key": "k", "action": "x/refund", "reason": "x" }),
+            ),
+            Denied,
+        ),
+        (
+            "PUT",
+            "/v1/groups/{name}",
+            "/v1/groups/default".into(),
+            Send::Json(json!({ "name": "default", "concurrency": 1 })),
+            Denied,
+        ),
+        (
+            "GET",
+            "/v1/audit/export",
+            "/v1/audit/export?since=1h".into(),
+            Send::Nothing,
+            Denied,
+        ),
+    ]);
     let walked: BTreeSet<(&str, &str)> = walk.iter().map(|(m, t, ..)| (*m, *t)).collect();
     let routes: BTreeSet<(&str, &str)> = MATRIX.iter().map(|(m, t, _)| (*m, *t)).collect();
     assert_eq!(walked, routes, "the walk covers every route");
@@ -826,6 +947,23 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
         }
     }
     assert_eq!(snapshot(&api.host.store).await, before);
+    // Skipped fire times are their job's tenant's: the SQL scopes them.
+    for job in ["acme-job", "globex-job"] {
+        sqlx::query(api.host.store.sql(
+            "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
+             VALUES (?, 1, 0, 'misfire_skip', 0)",
+        ))
+        .bind(job)
+        .execute(api.host.store.pool())
+        .await
+        .unwrap();
+    }
+    let (_, seen) = api.get("/v1/schedule/skipped", "acme").await;
+    assert_eq!(seen["skipped"].as_array().unwrap().len(), 1, "{seen}");
+    assert!(!seen.to_string().contains("globex"), "{seen}");
+    assert_eq!(seen["counts"], json!([["misfire_skip", 1]]), "{seen}");
+    let (_, seen) = api.get("/v1/schedule/skipped", "admin").await;
+    assert_eq!(seen["skipped"].as_array().unwrap().len(), 2, "{seen}");
     // A gate on globex's job is globex's to see, not acme's; a group's
     // gate holds everyone's work, so everyone sees it.
     let (status, _) = api
@@ -1093,6 +1231,132 @@ async fn bad_input_gets_a_clear_4xx_and_stores_nothing(db: Db) {
             "unauthenticated",
             "token 'gone' was revoked",
         ),
+        (
+            "GET",
+            "/v1/schedule/preview?cron=0+*+*+*+*&from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "the window is empty",
+        ),
+        (
+            "GET",
+            "/v1/schedule/preview?cron=*+*+*+*+*+*&from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "narrow the window",
+        ),
+        (
+            "GET",
+            "/v1/schedule/preview?cron=0+0+25+*+*+*&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "hour",
+        ),
+        (
+            "GET",
+            "/v1/schedule/preview?cron=0+*+*+*+*&tz=Mars/Olympus&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z",
+            Some("acme"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "unknown time zone",
+        ),
+        (
+            "POST",
+            "/v1/jobs/acme-job/backfill",
+            Some("acme"),
+            Send::Json(json!({ "from": "yesterday", "to": "2026-01-02T00:00:00Z" })),
+            400,
+            "bad_request",
+            "from",
+        ),
+        (
+            "PUT",
+            "/v1/groups/default",
+            Some("admin"),
+            Send::Json(json!({ "name": "other" })),
+            400,
+            "bad_request",
+            "the body names group 'other'",
+        ),
+        (
+            "PUT",
+            "/v1/groups/default",
+            Some("admin"),
+            Send::Json(json!({ "name": "default", "memory": "0" })),
+            400,
+            "bad_request",
+            "memory",
+        ),
+        (
+            "GET",
+            "/v1/components/abc/diff/abcdef12",
+            Some("admin"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "at least 8 hex digits",
+        ),
+        (
+            "GET",
+            "/v1/audit/export?since=yesterday",
+            Some("admin"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "neither an RFC 3339 instant nor a duration",
+        ),
+        (
+            "GET",
+            "/v1/audit/export",
+            Some("admin"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "since",
+        ),
+        (
+            "POST",
+            "/v1/effects/recover",
+            Some("operator"),
+            Send::Json(json!({ "limit": 0 })),
+            400,
+            "bad_request",
+            "limit must be 1 to 10000",
+        ),
+        (
+            "POST",
+            "/v1/effects/acme-effect/compensate",
+            Some("operator"),
+            Send::Json(json!({ "job": "acme-job", "key": "k", "action": "a", "reason": " " })),
+            400,
+            "bad_request",
+            "needs a reason",
+        ),
+        (
+            "POST",
+            "/v1/effects/nobody-effect/compensate",
+            Some("operator"),
+            Send::Json(json!({ "job": "acme-job", "key": "k", "action": "a", "reason": "r" })),
+            404,
+            "not_found",
+            "effect 'nobody-effect'",
+        ),
+        (
+            "GET",
+            "/v1/status?since=2026-01-01&window=5m",
+            Some("admin"),
+            Send::Nothing,
+            400,
+            "bad_request",
+            "since",
+        ),
         // A bad token is refused before the body is read.
         (
             "POST",
@@ -1270,6 +1534,193 @@ async fn writes_through_the_api_are_audited_as_the_token(db: Db) {
     assert!(audit.iter().all(|e| !e.detail.contains(&text[4..])));
 }
 
+/// A cron job of acme's (hourly, UTC) on acme's component.
+async fn acme_cron(api: &Api) {
+    let toml = format!(
+        "id = \"acme-cron\"\ntenant = \"acme\"\ncomponent = \"sha256:{}\"\n\
+         [schedule]\nkind = \"cron\"\ncron = \"0 0 * * * *\"\ntimezone = \"UTC\"\n",
+        api.acme.digest
+    );
+    api.host
+        .registry
+        .job_apply(&toml, std::path::Path::new("."), "test")
+        .await
+        .unwrap();
+}
+
+db_test!(group_set_trigger_sets_and_effects_by_hand_work_over_the_api_audited_as_the_token);
+async fn group_set_trigger_sets_and_effects_by_hand_work_over_the_api_audited_as_the_token(db: Db) {
+    let api = start(db).await;
+    acme_cron(&api).await;
+    // `group set`'s flags as JSON; the rest take the flags' defaults.
+    let body =
+        json!({ "name": "batch", "concurrency": 4, "memory": "32MiB", "grants": ["clocks"] });
+    let (status, set) = api
+        .call("PUT", "/v1/groups/batch", Some("admin"), Send::Json(body))
+        .await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set["effective_concurrency"], 4, "{set}");
+    let group = api.host.store.group_get("batch").await.unwrap().unwrap();
+    assert_eq!((group.memory_bytes, group.max_concurrency), (32 << 20, 4));
+    assert_eq!(group.grant_list(), ["clocks"]);
+    // Trigger sets: a plan previewed and compared, then backfilled once.
+    let (status, p) = api
+        .get(
+            &format!("/v1/schedule/preview?plan=acme-cron&{DAY}"),
+            "acme",
+        )
+        .await;
+    assert_eq!(
+        (status, p["times"].as_array().unwrap().len()),
+        (200, 24),
+        "{p}"
+    );
+    assert_eq!(p["zone"], "UTC");
+    let (_, d) = api
+        .get(
+            &format!("/v1/schedule/diff?a=acme-cron@v1&b=cron:0+*/2+*+*+*&{DAY}"),
+            "acme",
+        )
+        .await;
+    assert_eq!(
+        (
+            d["only_a"].as_array().unwrap().len(),
+            d["only_b"].as_array().unwrap().len(),
+            &d["both"]
+        ),
+        (12, 0, &json!(12)),
+        "{d}"
+    );
+    let window = json!({ "from": "2026-01-01T00:00:00Z", "to": "2026-01-01T06:00:00Z" });
+    for (created, existing) in [(6, 0), (0, 6)] {
+        let (status, done) = api
+            .call(
+                "POST",
+                "/v1/jobs/acme-cron/backfill",
+                Some("acme"),
+                Send::Json(window.clone()),
+            )
+            .await;
+        assert_eq!(status, 200, "{done}");
+        assert_eq!(
+            (done["created"].as_i64(), done["existing"].as_i64()),
+            (Some(created), Some(existing))
+        );
+    }
+    // An operator's compensation of acme's succeeded effect, and a
+    // recovery scan (nothing to settle).
+    let body = json!({ "job": "acme-job", "key": "acme-refund", "action": "RES-1/refund",
+                       "payload": "{}", "reason": "customer refund" });
+    let (status, done) = api
+        .call(
+            "POST",
+            &format!("/v1/effects/{}/compensate", api.acme.effect),
+            Some("operator"),
+            Send::Json(body),
+        )
+        .await;
+    assert_eq!(status, 201, "{done}");
+    let trigger = done["trigger"].as_i64().unwrap();
+    let (_, shown) = api.get(&format!("/v1/triggers/{trigger}"), "acme").await;
+    assert_eq!(shown["trigger"]["job_id"], "acme-job", "{shown}");
+    let (status, scan) = api
+        .call(
+            "POST",
+            "/v1/effects/recover",
+            Some("operator"),
+            Send::Json(json!({})),
+        )
+        .await;
+    assert_eq!((status, &scan["scanned"]), (200, &json!(0)), "{scan}");
+    // The effect by key; another tenant's is 404 (the walk checks it too).
+    let (status, e) = api
+        .get(&format!("/v1/effects/{}", api.acme.effect), "acme")
+        .await;
+    assert_eq!((status, &e["state"]), (200, &json!("succeeded")), "{e}");
+    // Each write audited as the token.
+    let audit = api.host.store.audit_list().await.unwrap();
+    for (action, actor) in [
+        ("group.put", "token:admin"),
+        ("job.backfill", "token:acme"),
+        ("effect.compensate", "token:operator"),
+        ("effects.recover", "token:operator"),
+    ] {
+        let entry = audit
+            .iter()
+            .rev()
+            .find(|e| e.action == action)
+            .unwrap_or_else(|| panic!("no {action}"));
+        assert_eq!(entry.actor, actor, "{action}");
+    }
+    // The export: JSON lines, the chain's state in a header.
+    let response = api
+        .http
+        .get(format!("{}/v1/audit/export?since=1h", api.base))
+        .bearer_auth(&api.tokens["reviewer"])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["paddock-audit-chain"], "intact");
+    let text = response.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["action"] == "effect.compensate"),
+        "{text}"
+    );
+}
+
+db_test!(a_result_is_json_text_or_base64_and_says_which);
+async fn a_result_is_json_text_or_base64_and_says_which(db: Db) {
+    let api = start(db).await;
+    let admin = api.tokens["admin"].clone();
+    let id = api.acme.trigger;
+    let cases: [(&[u8], Value, &str); 4] = [
+        (
+            b"{\"total\": 3, \"ok\": true}",
+            json!({ "total": 3, "ok": true }),
+            "json",
+        ),
+        (b"\"quoted\"", json!("quoted"), "json"),
+        (b"plain text", json!("plain text"), "utf8"),
+        (&[0xff, 0x00, 0x7f], json!("/wB/"), "base64"),
+    ];
+    for (bytes, value, encoding) in cases {
+        sqlx::query(
+            api.host
+                .store
+                .sql("UPDATE triggers SET result = ? WHERE id = ?"),
+        )
+        .bind(bytes)
+        .bind(id)
+        .execute(api.host.store.pool())
+        .await
+        .unwrap();
+        let (status, shown) = api.get(&format!("/v1/triggers/{id}"), "acme").await;
+        assert_eq!(status, 200, "{shown}");
+        assert_eq!(shown["trigger"]["result"], value, "{shown}");
+        assert_eq!(shown["trigger"]["result_encoding"], encoding, "{shown}");
+        // The command line prints the same bytes from either side.
+        let url = api.host.url.clone();
+        let local = cli(&["--database-url", &url, "trigger", "show", &id.to_string()]).await;
+        let remote = cli(&[
+            "--server",
+            &api.base,
+            "--token",
+            &admin,
+            "trigger",
+            "show",
+            &id.to_string(),
+        ])
+        .await;
+        assert!(local.0 && remote.0, "{} / {}", local.2, remote.2);
+        assert_eq!(remote.1, local.1, "{encoding}");
+    }
+}
+
 /// `paddock ARGS` with the environment cleared of Paddock's variables.
 async fn cli(args: &[&str]) -> (bool, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
@@ -1378,9 +1829,322 @@ async fn the_command_line_prints_the_same_from_a_server_as_from_the_database(db:
         assert!(local_out.contains("reopened"), "{local_out}");
         assert_eq!(remote_out, local_out);
     }
-    let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "audit", "verify"]).await;
+    let (ok, _, err) = cli(&[
+        "--server", &api.base, "--token", &admin, "trigger", "run", "acme-job", "--wait",
+    ])
+    .await;
+    assert!(!ok && err.contains("does not work with --server"), "{err}");
+    let (ok, _, err) = cli(&["--server", &api.base, "--token", &admin, "demo"]).await;
+    assert!(!ok && err.contains("does not take --server"), "{err}");
+}
+
+/// `paddock ARGS` on the database and through the server (admin token):
+/// (success, stdout) of each.
+async fn both(api: &Api, command: &[&str]) -> ((bool, String), (bool, String)) {
+    let url = api.host.url.clone();
+    let admin = api.tokens["admin"].clone();
+    let mut local = vec!["--database-url", url.as_str()];
+    local.extend(command);
+    let mut remote = vec!["--server", api.base.as_str(), "--token", admin.as_str()];
+    remote.extend(command);
+    let (ok_local, local_out, local_err) = cli(&local).await;
+    let (ok_remote, remote_out, remote_err) = cli(&remote).await;
     assert!(
-        !ok && err.contains("does not work with --server yet"),
-        "{err}"
+        ok_local == ok_remote && !local_out.is_empty(),
+        "{command:?}: {local_err} / {remote_err}"
     );
+    ((ok_local, local_out), (ok_remote, remote_out))
+}
+
+db_test!(every_read_prints_the_same_from_a_server_as_from_the_database);
+async fn every_read_prints_the_same_from_a_server_as_from_the_database(db: Db) {
+    let api = start(db).await;
+    acme_cron(&api).await;
+    sqlx::query(api.host.store.sql(
+        "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
+         VALUES ('acme-cron', 1, 0, 'misfire_skip', 0)",
+    ))
+    .execute(api.host.store.pool())
+    .await
+    .unwrap();
+    let ticket = api.acme.ticket.to_string();
+    let (a, b) = (&api.acme.digest[..12], api.globex.digest.as_str());
+    let from_to = [
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-02T00:00:00Z",
+    ];
+    let window = [
+        "--since",
+        "2000-01-01T00:00:00Z",
+        "--until",
+        "2100-01-01T00:00:00Z",
+    ];
+    let with = |head: &[&'static str], tail: &[&'static str]| -> Vec<&'static str> {
+        head.iter().chain(tail).copied().collect()
+    };
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["exceptions", "show", &ticket],
+        vec!["component", "diff", a, b],
+        with(&["schedule", "preview", "--cron", "0 */6 * * *"], &from_to),
+        with(&["schedule", "preview", "acme-cron"], &from_to),
+        with(
+            &["schedule", "diff", "acme-cron", "cron:0 */2 * * *"],
+            &from_to,
+        ),
+        vec!["schedule", "shards"],
+        vec!["schedule", "skipped"],
+        vec!["audit", "capabilities"],
+        vec!["audit", "capabilities", "--format", "json"],
+        vec!["audit", "export", "--since", "1h"],
+        vec!["token", "list"],
+        vec!["group", "list"],
+        vec!["group", "show", "default"],
+        vec!["tenant", "list"],
+        vec!["connector", "list"],
+        vec!["connector", "secret", "list"],
+        vec!["price", "list"],
+        with(&["report", "incident"], &window),
+        with(&["report", "incident", "--format", "json"], &window),
+        with(&["report", "cost", "--by", "tenant"], &window),
+        with(&["report", "cost", "--format", "json"], &window),
+        vec!["report", "conservation"],
+        vec!["report", "conservation", "--format", "json"],
+    ];
+    for command in &commands {
+        let (local, remote) = both(&api, command).await;
+        assert_eq!(remote, local, "{command:?}");
+    }
+    // `status` reads the clock: the same but for the instants and the
+    // oldest due age (a text line is compared up to its backlog).
+    for format in ["text", "json"] {
+        let (local, remote) = both(&api, &["status", "--format", format]).await;
+        let rest = |out: &str| -> Vec<String> {
+            out.lines()
+                .filter(|l| {
+                    ![
+                        "paddock status at",
+                        "\"at\"",
+                        "now_ms",
+                        "\"since\"",
+                        "oldest_due_ms",
+                    ]
+                    .iter()
+                    .any(|clock| l.contains(clock))
+                })
+                .map(|l| l.chars().take(42).collect())
+                .collect()
+        };
+        assert_eq!(rest(&remote.1), rest(&local.1), "status --format {format}");
+    }
+    // `audit verify` anchors the head it verified: once on each side, then
+    // the same answer.
+    let (local, _) = both(&api, &["audit", "verify"]).await;
+    let (again, remote) = both(&api, &["audit", "verify"]).await;
+    assert!(
+        local.0 && local.1.contains("audit log intact"),
+        "{}",
+        local.1
+    );
+    assert_eq!(remote, again);
+}
+
+db_test!(every_write_works_through_a_server);
+async fn every_write_works_through_a_server(db: Db) {
+    let api = start(db).await;
+    acme_cron(&api).await;
+    let dir = tempfile::tempdir().unwrap();
+    let groups = dir.path().join("groups.toml");
+    std::fs::write(&groups, "[[group]]\nname = \"filed\"\nconcurrency = 3\n").unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3cr3t-value\n").unwrap();
+    let (groups, secret) = (groups.to_str().unwrap(), secret.to_str().unwrap());
+    let (acme_ticket, globex_ticket) = (api.acme.ticket.to_string(), api.globex.ticket.to_string());
+    // (token, command, what its output says)
+    let steps: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "admin",
+            vec!["token", "create", "--name", "ci", "--role", "reviewer"],
+            "pdk_",
+        ),
+        ("admin", vec!["token", "revoke", "ci"], "token ci revoked"),
+        (
+            "admin",
+            vec![
+                "group",
+                "set",
+                "batch",
+                "--concurrency",
+                "4",
+                "--grant",
+                "clocks",
+            ],
+            "group batch set: effective concurrency 4",
+        ),
+        (
+            "admin",
+            vec!["group", "grant", "batch", "stdio"],
+            "group batch grants: clocks, stdio",
+        ),
+        (
+            "admin",
+            vec!["group", "revoke", "batch", "clocks"],
+            "group batch grants: stdio",
+        ),
+        (
+            "admin",
+            vec!["group", "apply", groups],
+            "group filed set: effective concurrency 3",
+        ),
+        (
+            "admin",
+            vec!["tenant", "set", "acme", "--weight", "2"],
+            "acme",
+        ),
+        (
+            "admin",
+            vec![
+                "connector",
+                "set",
+                "ledger",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+            ],
+            "connector ledger set",
+        ),
+        (
+            "admin",
+            vec![
+                "connector",
+                "secret",
+                "set",
+                "ledger",
+                "--from-file",
+                secret,
+            ],
+            "connector ledger secret set: ",
+        ),
+        (
+            "admin",
+            vec!["connector", "secret", "clear", "ledger"],
+            "connector ledger secret cleared",
+        ),
+        (
+            "admin",
+            vec!["price", "set", "--retry", "0.5"],
+            "retry                0.5",
+        ),
+        (
+            "operator",
+            vec![
+                "exceptions",
+                "resolve",
+                &acme_ticket,
+                "--action",
+                "mark_succeeded",
+                "--reason",
+                "checked the ledger",
+            ],
+            "proposed by token:operator",
+        ),
+        (
+            "admin",
+            vec!["exceptions", "approve", &acme_ticket, "--reason", "agreed"],
+            "resolved: mark_succeeded by token:admin",
+        ),
+        (
+            "operator",
+            vec![
+                "exceptions",
+                "resolve",
+                &globex_ticket,
+                "--action",
+                "mark_succeeded",
+                "--reason",
+                "checked",
+            ],
+            "proposed by token:operator",
+        ),
+        (
+            "admin",
+            vec![
+                "exceptions",
+                "reject",
+                &globex_ticket,
+                "--reason",
+                "not yet",
+            ],
+            "proposal withdrawn",
+        ),
+        ("operator", vec!["effects", "recover"], "scanned 0:"),
+        (
+            "operator",
+            vec![
+                "effects",
+                "compensate",
+                "acme-effect",
+                "--job",
+                "acme-job",
+                "--key",
+                "acme-refund",
+                "--action",
+                "RES-1/refund",
+                "--reason",
+                "refund",
+            ],
+            "compensation of 'acme-effect' recorded as trigger",
+        ),
+        (
+            "acme",
+            vec![
+                "schedule",
+                "backfill",
+                "acme-cron",
+                "--from",
+                "2026-01-01T00:00:00Z",
+                "--to",
+                "2026-01-01T03:00:00Z",
+            ],
+            "3 trigger(s) created in the recovery lane",
+        ),
+    ];
+    for (token, command, says) in steps {
+        let mut remote = vec![
+            "--server",
+            api.base.as_str(),
+            "--token",
+            api.tokens[token].as_str(),
+        ];
+        remote.extend(&command);
+        let (ok, out, err) = cli(&remote).await;
+        assert!(ok, "{command:?}: {err}");
+        assert!(out.contains(says), "{command:?}: {out}");
+        assert!(
+            !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+            "{command:?}"
+        );
+    }
+    let audit = api.host.store.audit_list().await.unwrap();
+    for action in [
+        "token.create",
+        "group.put",
+        "tenant.put",
+        "connector.put",
+        "price.set",
+        "effect.compensate",
+        "effects.recover",
+        "job.backfill",
+    ] {
+        assert!(
+            audit
+                .iter()
+                .any(|e| e.action == action && e.actor.starts_with("token:")),
+            "{action} as a token: {:?}",
+            audit
+                .iter()
+                .map(|e| (&e.action, &e.actor))
+                .collect::<Vec<_>>()
+        );
+    }
 }

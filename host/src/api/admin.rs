@@ -5,12 +5,14 @@
 
 use super::extract::{ApiJson, ApiPath};
 use super::wire::{
-    GrantRequest, GroupsRequest, SecretRequest, TenantRequest, TokenRequest, TokenResponse,
+    GrantRequest, GroupSetResponse, GroupsRequest, SecretRequest, TenantRequest, TokenRequest,
+    TokenResponse,
 };
 use super::{ApiError, ApiState, Caller};
 use crate::model::group::TenantQuota;
 use crate::model::secret::ConnectorSecret;
 use crate::model::units;
+use crate::registry::groups_file::{GroupSpec, group_of};
 use crate::store::{ConnectorRecord, ControlStore, NewToken};
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -69,7 +71,11 @@ pub async fn groups_apply(
     let groups: Vec<_> = groups
         .into_iter()
         .map(|(name, capacity)| {
-            serde_json::json!({ "group": name, "effective_concurrency": capacity.effective })
+            serde_json::json!({
+                "group": name,
+                "effective_concurrency": capacity.effective,
+                "bound_by": capacity.binding,
+            })
         })
         .collect();
     Ok(Json(
@@ -159,4 +165,29 @@ pub async fn connector_put(
     }
     api.store.connector_put(&connector, &caller.actor()).await?;
     Ok(Json(connector))
+}
+
+/// `PUT /v1/groups/{name}`: create or change one group from the fields of
+/// `paddock group set` (its flags as JSON; a field left out takes the
+/// flag's default); the body's name must be the path's.
+pub async fn group_set(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(spec): ApiJson<GroupSpec>,
+) -> Answer<GroupSetResponse> {
+    if spec.name != name {
+        return Err(ApiError::bad_request(format!(
+            "the body names group '{}', the path '{name}'",
+            spec.name
+        )));
+    }
+    let group = group_of(spec)
+        .map_err(|problem| ApiError::bad_request(format!("group '{name}': {problem}")))?;
+    let capacity = api.registry.group_put(group, &caller.actor()).await?;
+    Ok(Json(GroupSetResponse {
+        group: name,
+        effective_concurrency: capacity.effective,
+        bound_by: capacity.binding.to_string(),
+    }))
 }

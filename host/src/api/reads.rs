@@ -5,7 +5,7 @@
 //! capability report need `ReadAudit`.
 
 use super::extract::{ApiPath, ApiQuery, PageQuery, after_id, check_limit, page};
-use super::views::{TriggerRow, TriggerView, trigger_rows, trigger_view};
+use super::views::{TriggerRow, TriggerView, group_view, trigger_rows, trigger_view};
 use super::wire::{GroupView, JobView, Page, VerifyResponse};
 use super::{ApiError, ApiState, Caller};
 use crate::model::ResourceGroup;
@@ -186,22 +186,16 @@ pub async fn groups(State(api): State<ApiState>) -> Answer<Vec<ResourceGroup>> {
 }
 
 /// `paddock group show`'s facts: the group, what its attempts measured in
-/// the last minute, what claims enforce and how many run.
+/// the last minute, what claims enforce and how many run, its recovery
+/// ramp and holds.
 pub async fn group(
     State(api): State<ApiState>,
     ApiPath(name): ApiPath<String>,
 ) -> Answer<GroupView> {
-    let not_found = || ApiError::not_found(format!("group '{name}' not found"));
-    let group = api.store.group_get(&name).await?.ok_or_else(not_found)?;
-    let load = api.store.group_load(&name).await?.ok_or_else(not_found)?;
-    let observed = api.store.group_observed(&name, 60_000).await?;
-    Ok(Json(GroupView {
-        group,
-        observed,
-        running: load.running,
-        effective_concurrency: load.effective_concurrency,
-        effective_binding: load.effective_binding,
-    }))
+    group_view(&api.store, &name, api.registry.instance_pool())
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("group '{name}' not found")))
 }
 
 pub async fn tenants(State(api): State<ApiState>) -> Answer<Vec<TenantQuota>> {
@@ -236,29 +230,19 @@ pub async fn audit(
 }
 
 pub async fn audit_verify(State(api): State<ApiState>) -> Answer<VerifyResponse> {
-    let verdict = api.store.audit_verify().await?;
-    let (entries, broken) = match &verdict.result {
-        Ok(verified) => (verified.entries, None),
-        Err(b) => (0, Some(b.to_string())),
-    };
-    Ok(Json(VerifyResponse {
-        ok: broken.is_none(),
-        entries,
-        keyed: verdict.keyed,
-        anchors: verdict.anchors,
-        broken,
-    }))
+    Ok(Json(VerifyResponse::of(&api.store.audit_verify().await?)))
 }
 
 pub async fn capabilities(State(api): State<ApiState>) -> Answer<Vec<ComponentReport>> {
     Ok(Json(report::capabilities(&api.store).await?))
 }
 
-/// `?window=5m&group=G&tenant=T`.
+/// `?window=5m&group=G&tenant=T`, or `?since=RFC3339` instead of a window.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusParams {
     pub window: Option<String>,
+    pub since: Option<String>,
     pub group: Option<String>,
     pub tenant: Option<String>,
 }
@@ -271,10 +255,7 @@ pub async fn status(
     Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<StatusParams>,
 ) -> Answer<StatusReport> {
-    let window = q.window.as_deref().unwrap_or("5m");
-    let window_ms = units::parse_millis("window", window)
-        .and_then(|ms| backlog::check_window("window", ms))
-        .map_err(ApiError::bad_request)?;
+    let (window_ms, now) = status_window(&api, &q).await?;
     let tenant = match (&q.tenant, caller.tenant()) {
         (Some(t), _) => {
             caller.scope_on(t)?;
@@ -284,11 +265,42 @@ pub async fn status(
     };
     let query = StatusQuery {
         window_ms,
-        now: None,
+        now,
         tenant,
         group: q.group,
     };
     Ok(Json(api.store.status_report(&query).await?))
+}
+
+/// The window as `paddock status` checks it: a length of 1s to 24h, or a
+/// start in the past at most 24h ago (then `now` is fixed).
+async fn status_window(api: &ApiState, q: &StatusParams) -> Result<(i64, Option<i64>), ApiError> {
+    let Some(text) = &q.since else {
+        let window = q.window.as_deref().unwrap_or("5m");
+        let ms = units::parse_millis("window", window)
+            .and_then(|ms| backlog::check_window("window", ms))
+            .map_err(ApiError::bad_request)?;
+        return Ok((ms, None));
+    };
+    if q.window.is_some() {
+        return Err(ApiError::bad_request("give window or since, not both"));
+    }
+    let since = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| {
+        ApiError::bad_request(format!(
+            "since: '{text}' is not an RFC 3339 instant (e.g. 2026-12-04T12:03:00Z)"
+        ))
+    })?;
+    let now = api.store.now_ms().await?;
+    let since = since.timestamp_millis();
+    if since >= now {
+        return Err(ApiError::bad_request(format!(
+            "since: '{text}' is not in the past"
+        )));
+    }
+    if now - since > backlog::MAX_WINDOW_MS {
+        backlog::check_window("since", now - since).map_err(ApiError::bad_request)?;
+    }
+    Ok((now - since, Some(now)))
 }
 
 /// The OpenAPI document (no token needed).

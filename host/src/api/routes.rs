@@ -4,7 +4,10 @@
 
 use super::auth::{Guard, guard};
 use super::error::ApiError;
-use super::{ApiState, COMPONENT_BODY_LIMIT, JSON_BODY_LIMIT, admin, control, reads, writes};
+use super::{
+    ApiState, COMPONENT_BODY_LIMIT, JSON_BODY_LIMIT, admin, control, effects, reads, review,
+    schedule, writes,
+};
 use crate::model::identity::Action;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -76,8 +79,18 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/components", Some(Read), "Components in push order", PAGE, Body::None, get(reads::components)),
     route!("POST" "/v1/components", Some(PushComponent), "Push a component (the body is its bytes)", &[], Bytes, post(writes::component_push)),
     route!("GET" "/v1/components/{digest}", Some(Read), "A component and its capability manifest", &[], Body::None, get(reads::component)),
+    route!("GET" "/v1/components/{digest}/diff/{other}", Some(Read), "What `other` adds or drops in capabilities relative to `digest` (each a digest or a unique prefix of 8+ hex digits)", &[], Body::None, get(review::component_diff)),
+    // Trigger sets: preview, compare, backfill; the scanner's shards.
+    route!("GET" "/v1/schedule/preview", Some(Read), "The fire times of a plan (`plan=JOB[@vN]`) or a cron expression (`cron`, `tz`) in [from, to), at most 10,000", &["plan", "cron", "tz", "from", "to"], Body::None, get(schedule::preview)),
+    route!("GET" "/v1/schedule/diff", Some(Read), "Two trigger sets compared in [from, to): each side JOB, JOB@vN or cron:EXPR", &["a", "b", "tz", "from", "to"], Body::None, get(schedule::diff)),
+    route!("POST" "/v1/jobs/{job}/backfill", Some(RunJob), "One recovery-lane trigger per fire time of the job's latest plan in [from, to)", &[], Json("BackfillRequest"), post(schedule::backfill)),
+    route!("GET" "/v1/schedule/shards", Some(Read), "The scanner's shards: owner, generation, watermark, counts", &[], Body::None, get(schedule::shards)),
+    route!("GET" "/v1/schedule/skipped", Some(Read), "Fire times the misfire policy skipped, newest first, with counts by reason", &["job", "limit"], Body::None, get(schedule::skipped)),
     // Effects and exception tickets.
     route!("GET" "/v1/effects", Some(Read), "Effect records, newest first", PAGE, Body::None, get(reads::effects)),
+    route!("GET" "/v1/effects/{key}", Some(Read), "An effect by its idempotency key", &[], Body::None, get(effects::effect)),
+    route!("POST" "/v1/effects/recover", Some(ResolveTicket), "Resolve effects left intent or unknown by asking the downstream by key (never resends)", &[], Json("RecoverRequest"), post(effects::recover)),
+    route!("POST" "/v1/effects/{key}/compensate", Some(ResolveTicket), "Record an operator's compensation of a succeeded effect: a new trigger of a job performs it", &[], Json("CompensateRequest"), post(effects::compensate)),
     route!("GET" "/v1/tickets", Some(Read), "Exception tickets, newest first", &["state", "limit", "after"], Body::None, get(reads::tickets)),
     route!("GET" "/v1/tickets/{id}", Some(Read), "An exception ticket", &[], Body::None, get(reads::ticket)),
     route!("POST" "/v1/tickets/{id}/resolve", Some(ResolveTicket), "Resolve a ticket with one of its allowed actions", &[], Json("ResolveRequest"), post(writes::ticket_resolve)),
@@ -100,11 +113,12 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/reports/conservation", Some(ReadAudit), "Conservation checks and their differences", &[], Body::None, get(control::report_conservation)),
     route!("GET" "/v1/prices", Some(Read), "Unit prices of the cost report", &[], Body::None, get(control::prices)),
     route!("PUT" "/v1/prices", Some(ManageGroups), "Set unit prices (audited)", &[], Json("PricesRequest"), put(control::prices_set)),
-    route!("GET" "/v1/status", Some(Read), "Per group: running / limit, backlog, rates, drain ETA, tickets", &["window", "group", "tenant"], Body::None, get(reads::status)),
+    route!("GET" "/v1/status", Some(Read), "Per group: running / limit, backlog, rates, drain ETA, tickets", &["window", "since", "group", "tenant"], Body::None, get(reads::status)),
     // Shared configuration.
     route!("GET" "/v1/groups", Some(Read), "Resource groups", &[], Body::None, get(reads::groups)),
     route!("GET" "/v1/groups/{name}", Some(Read), "A group: limits, what its attempts measured, what claims enforce", &[], Body::None, get(reads::group)),
     route!("POST" "/v1/groups", Some(ManageGroups), "Apply a groups file", &[], Json("GroupsRequest"), post(admin::groups_apply)),
+    route!("PUT" "/v1/groups/{name}", Some(ManageGroups), "Create or change a group (the fields of `paddock group set`)", &[], Json("GroupSpec"), put(admin::group_set)),
     route!("POST" "/v1/groups/{name}/grants", Some(ManageGroups), "Add and remove a group's grants", &[], Json("GrantRequest"), post(admin::group_grant)),
     route!("GET" "/v1/tenants", Some(Read), "Tenants' weights and quotas", &[], Body::None, get(reads::tenants)),
     route!("PUT" "/v1/tenants/{tenant}", Some(ManageGroups), "Set a tenant's weight and quotas", &[], Json("TenantRequest"), put(admin::tenant_put)),
@@ -120,6 +134,7 @@ pub static ROUTES: &[Route] = &[
     // Review.
     route!("GET" "/v1/audit", Some(ReadAudit), "The audit log in chain order", PAGE, Body::None, get(reads::audit)),
     route!("GET" "/v1/audit/verify", Some(ReadAudit), "Verify the audit chain", &[], Body::None, get(reads::audit_verify)),
+    route!("GET" "/v1/audit/export", Some(ReadAudit), "Entries since an instant or a duration ago, as JSON lines; the chain's state in the paddock-audit-chain header", &["since"], Body::None, get(review::audit_export)),
     route!("GET" "/v1/capabilities", Some(ReadAudit), "The capability report", &[], Body::None, get(reads::capabilities)),
 ];
 

@@ -4,8 +4,9 @@
 //! shown as their digest only (`sha256:…` of the stored JSON): params may
 //! carry what a job needs and nobody else should read.
 
+use super::wire::GroupView;
 use crate::model::plan::sha256_hex;
-use crate::store::{AttemptRecord, ReadStore, Store, StoreResult, TriggerRecord};
+use crate::store::{AttemptRecord, ReadStore, Store, StoreResult, TriggerRecord, capacity_now};
 use serde::{Deserialize, Serialize};
 
 /// A row of `trigger list`: the trigger, its last attempt, why it waits.
@@ -69,4 +70,38 @@ pub async fn trigger_view(store: &Store, trigger: TriggerRecord) -> StoreResult<
         attempts,
         waiting,
     })
+}
+
+/// A group as `paddock group show` prints it (`None`: no such group);
+/// `pool` is the answering process's instance pool.
+pub async fn group_view(store: &Store, name: &str, pool: i64) -> StoreResult<Option<GroupView>> {
+    let Some(group) = store.group_get(name).await? else {
+        return Ok(None);
+    };
+    let Some(load) = store.group_load(name).await? else {
+        return Ok(None);
+    };
+    let (observed, _) = capacity_now(store, &group).await?;
+    let ramp = store.group_ramp(&group).await?;
+    let (held, holds) = store.group_held(name).await?;
+    let counters = store.counters().await?;
+    let counter = |name: &str| {
+        counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    Ok(Some(GroupView {
+        observed,
+        running: load.running,
+        effective_concurrency: load.effective_concurrency,
+        effective_binding: load.effective_binding,
+        pool,
+        ramp,
+        held,
+        holds,
+        held_pool: counter("claims_held_pool"),
+        held_memory: counter("claims_held_memory"),
+        group,
+    }))
 }

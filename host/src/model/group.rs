@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// A resource group: the limits its attempts run under.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ResourceGroup {
     pub name: String,
     pub fuel_per_attempt: i64,
@@ -30,7 +30,7 @@ pub struct ResourceGroup {
 
 /// A tenant's share and quota: its weight in each group's fair shares
 /// (1 if never set) and the attempts it may run at once across groups.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TenantQuota {
     pub tenant: String,
     pub weight: i64,
@@ -90,7 +90,7 @@ impl ResourceGroup {
 /// What an admin tells Paddock about a group's downstream and budgets,
 /// besides its configured maximum. Every field is optional: an input not
 /// given does not limit.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct CapacityInputs {
     /// The downstream connector's stable rate, calls per second.
     pub connector_rate_per_s: Option<f64>,
@@ -137,7 +137,7 @@ impl CapacityInputs {
 pub const OBSERVATION_WINDOW_MS: i64 = 60_000;
 
 /// What the host measured of a group's recent attempts (a moving window).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Observed {
     /// Attempts in the window.
     pub samples: i64,

@@ -107,7 +107,7 @@ pub fn classify(f: &TriggerFacts) -> IncidentClass {
 }
 
 /// Unknown outcomes by resolution.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct UnknownSplit {
     pub total: i64,
     pub succeeded: i64,
@@ -116,7 +116,7 @@ pub struct UnknownSplit {
 }
 
 /// An incident's counts, each affected trigger counted once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Incident {
     pub affected: i64,
     pub completed: i64,
@@ -191,7 +191,7 @@ pub const PRICE_NAMES: [&str; 8] = [
 
 /// An admin's unit prices (a unit not set costs 0) and the fuel → CPU
 /// second conversion. GB are 10^9 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Prices {
     pub fuel_per_cpu_second: f64,
     pub cpu_second: f64,
@@ -253,7 +253,7 @@ impl Prices {
 }
 
 /// What one key (a job, version, group or tenant) used in the window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Usage {
     pub key: String,
     pub attempts: i64,
@@ -271,9 +271,9 @@ pub struct Usage {
 }
 
 /// One priced component: quantity, unit price, cost.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Priced {
-    pub name: &'static str,
+    pub name: String,
     pub quantity: f64,
     pub unit_price: f64,
     pub cost: f64,
@@ -282,7 +282,7 @@ pub struct Priced {
 }
 
 /// A key's cost.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Cost {
     pub usage: Usage,
     pub cpu_seconds: f64,
@@ -297,10 +297,10 @@ pub fn cost(usage: &Usage, prices: &Prices) -> Cost {
     let cpu_seconds = usage.fuel as f64 / prices.fuel_per_cpu_second;
     let gb_seconds = usage.memory_byte_ms / 1e9 / 1e3;
     let per = |cost: f64| (usage.correct > 0).then(|| cost / usage.correct as f64);
-    let priced = |name, quantity: f64, unit_price: f64| {
+    let priced = |name: &str, quantity: f64, unit_price: f64| {
         let cost = quantity * unit_price;
         Priced {
-            name,
+            name: String::from(name),
             quantity,
             unit_price,
             cost,
@@ -346,7 +346,7 @@ pub fn cost(usage: &Usage, prices: &Prices) -> Cost {
 // ------------------------------------------------------------ conservation
 
 /// Two counts that must be equal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Check {
     pub name: String,
     /// What the left count counts, and the right.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 
 /// One import under one group's grants.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// The import gives the guest something real.
     pub granted: bool,
@@ -86,7 +86,7 @@ pub fn verdict(import: &str, grants: &Grants) -> Verdict {
 }
 
 /// What changed between two components' capabilities.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ManifestDiff {
     pub imports_added: Vec<String>,
     pub imports_removed: Vec<String>,

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 /// A group's shares, as admins set them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GroupShares {
     /// Slots the group is guaranteed: while it runs fewer, its candidates
     /// go before any other group's that is past its own minimum.
@@ -88,7 +88,7 @@ pub const RAMP_FAILURE_RATE: f64 = 0.2;
 pub const RAMP_LATENCY_FACTOR: f64 = 1.5;
 
 /// What the governor saw of a group, for its ramp.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RampInputs {
     /// Recovery work waiting or running in the group.
     pub recovery_work: bool,

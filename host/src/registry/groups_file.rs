@@ -49,7 +49,7 @@ pub const DEFAULT_CONCURRENCY: i64 = 16;
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(rename = "group", default)]
-    groups: Vec<Entry>,
+    groups: Vec<GroupSpec>,
     #[serde(rename = "tenant", default)]
     tenants: Vec<TenantEntry>,
 }
@@ -75,32 +75,35 @@ pub struct GroupsFile {
     pub tenants: Vec<TenantQuota>,
 }
 
-#[derive(Deserialize)]
+/// One group as declared: a `[[group]]` table of a groups file, or the
+/// flags of `paddock group set` (`PUT /v1/groups/{name}` takes it as JSON).
+/// A field left out takes the flag's default.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct Entry {
-    name: String,
-    fuel: Option<i64>,
-    memory: Option<String>,
-    deadline: Option<String>,
-    concurrency: Option<i64>,
-    connector_rate: Option<f64>,
-    service_time: Option<String>,
-    db_connections: Option<i64>,
-    memory_budget: Option<String>,
-    working_set: Option<String>,
+pub struct GroupSpec {
+    pub name: String,
+    pub fuel: Option<i64>,
+    pub memory: Option<String>,
+    pub deadline: Option<String>,
+    pub concurrency: Option<i64>,
+    pub connector_rate: Option<f64>,
+    pub service_time: Option<String>,
+    pub db_connections: Option<i64>,
+    pub memory_budget: Option<String>,
+    pub working_set: Option<String>,
     #[serde(default)]
-    grants: Vec<String>,
-    aging: Option<String>,
-    min_share: Option<i64>,
-    recovery_share: Option<i64>,
-    ramp_every: Option<String>,
-    max_params: Option<String>,
-    max_result: Option<String>,
-    max_error: Option<String>,
-    max_checkpoint: Option<String>,
-    max_effect_payload: Option<String>,
-    max_effect_response: Option<String>,
-    max_log: Option<String>,
+    pub grants: Vec<String>,
+    pub aging: Option<String>,
+    pub min_share: Option<i64>,
+    pub recovery_share: Option<i64>,
+    pub ramp_every: Option<String>,
+    pub max_params: Option<String>,
+    pub max_result: Option<String>,
+    pub max_error: Option<String>,
+    pub max_checkpoint: Option<String>,
+    pub max_effect_payload: Option<String>,
+    pub max_effect_response: Option<String>,
+    pub max_log: Option<String>,
 }
 
 /// Size caps from optional byte sizes ("64KiB"), in the order of
@@ -150,7 +153,7 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
                 return Err(format!("group '{}' is declared twice", e.name));
             }
             let name = e.name.clone();
-            entry(e).map_err(|problem| format!("group '{name}': {problem}"))
+            group_of(e).map_err(|problem| format!("group '{name}': {problem}"))
         })
         .collect::<Result<_, _>>()?;
     let mut seen = std::collections::HashSet::new();
@@ -173,7 +176,8 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
     Ok(GroupsFile { groups, tenants })
 }
 
-fn entry(e: Entry) -> Result<ResourceGroup, String> {
+/// The group `e` declares, every value checked; an error names the field.
+pub fn group_of(e: GroupSpec) -> Result<ResourceGroup, String> {
     let bytes =
         |field: &str, text: Option<String>| text.map(|t| parse_bytes(field, &t)).transpose();
     let grants = serde_json::to_string(&e.grants).map_err(|err| format!("grants: {err}"))?;

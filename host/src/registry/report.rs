@@ -12,7 +12,7 @@ use crate::store::{Store, StoreError, StoreResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct ComponentReport {
     pub digest: String,
     pub size_bytes: i64,
@@ -25,7 +25,7 @@ pub struct ComponentReport {
 }
 
 /// One import, judged in each group that runs the component.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct ImportReport {
     pub name: String,
     pub functions: Vec<String>,
@@ -34,7 +34,7 @@ pub struct ImportReport {
 }
 
 /// A plan version that runs the component.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Use {
     pub job: String,
     pub tenant: String,
@@ -44,7 +44,7 @@ pub struct Use {
 }
 
 /// A connector a job of the component asks for, in its group.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Reach {
     pub connector: String,
     pub job: String,

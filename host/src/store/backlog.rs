@@ -56,7 +56,7 @@ pub struct StatusQuery {
 }
 
 /// One resource group's line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GroupStatus {
     pub group: String,
     /// Its triggers running now.
@@ -95,7 +95,7 @@ impl GroupStatus {
 }
 
 /// Every group's line, read at one instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StatusReport {
     /// The window's end (database clock unless injected), ms.
     pub now: i64,

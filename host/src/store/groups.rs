@@ -48,7 +48,7 @@ struct WaitMemo {
     groups: std::collections::HashMap<String, (Option<String>, Option<GroupLoad>)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
 pub struct GroupLoad {
     pub effective_concurrency: i64,
     pub effective_binding: String,

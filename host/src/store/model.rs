@@ -4,6 +4,7 @@
 #[cfg(doc)]
 use crate::model::AttemptOutcome;
 use crate::model::TriggerState;
+use crate::model::output::{self, Encoding};
 use serde::Serialize;
 
 /// A stored component, without its bytes.
@@ -38,8 +39,11 @@ pub struct PlanVersionRecord {
     pub created_at: i64,
 }
 
-/// A trigger row.
+/// A trigger row. In JSON its `result` is the run's output as
+/// [`crate::model::output`] carries it (the JSON value, UTF-8 text or
+/// base64) with `result_encoding` saying which ([`TriggerWire`]).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
+#[serde(into = "TriggerWire", try_from = "TriggerWire")]
 pub struct TriggerRecord {
     pub id: i64,
     pub plan_key: String,
@@ -144,7 +148,7 @@ pub struct TriggerCounts {
 }
 
 /// A shard row.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct ShardRecord {
     pub shard: i64,
     pub owner: Option<String>,
@@ -318,4 +322,88 @@ pub struct NewException {
     pub effect_key: Option<String>,
     pub evidence: serde_json::Value,
     pub allowed_actions: Vec<&'static str>,
+}
+
+/// [`TriggerRecord`] as JSON: the same fields, the result encoded.
+#[derive(Serialize, serde::Deserialize)]
+pub struct TriggerWire {
+    id: i64,
+    plan_key: String,
+    job_id: String,
+    plan_version: i64,
+    tenant: String,
+    resource_group: String,
+    origin: String,
+    scheduled_at: i64,
+    partition_key: Option<String>,
+    params: String,
+    state: TriggerState,
+    priority: i64,
+    next_run_at: i64,
+    fencing_token: i64,
+    lease_owner: Option<String>,
+    lease_until: Option<i64>,
+    attempts: i64,
+    #[serde(default)]
+    result: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    result_encoding: Option<Encoding>,
+    error_class: Option<String>,
+    error_message: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    finished_at: Option<i64>,
+}
+
+macro_rules! same_fields {
+    ($from:ident => $to:ident { $($extra:tt)* }) => {
+        $to {
+            id: $from.id,
+            plan_key: $from.plan_key,
+            job_id: $from.job_id,
+            plan_version: $from.plan_version,
+            tenant: $from.tenant,
+            resource_group: $from.resource_group,
+            origin: $from.origin,
+            scheduled_at: $from.scheduled_at,
+            partition_key: $from.partition_key,
+            params: $from.params,
+            state: $from.state,
+            priority: $from.priority,
+            next_run_at: $from.next_run_at,
+            fencing_token: $from.fencing_token,
+            lease_owner: $from.lease_owner,
+            lease_until: $from.lease_until,
+            attempts: $from.attempts,
+            error_class: $from.error_class,
+            error_message: $from.error_message,
+            created_at: $from.created_at,
+            updated_at: $from.updated_at,
+            finished_at: $from.finished_at,
+            $($extra)*
+        }
+    };
+}
+
+impl From<TriggerRecord> for TriggerWire {
+    fn from(t: TriggerRecord) -> Self {
+        let (result, result_encoding) = match t.result.as_deref().map(output::encode) {
+            Some((value, encoding)) => (Some(value), Some(encoding)),
+            None => (None, None),
+        };
+        same_fields!(t => TriggerWire { result, result_encoding })
+    }
+}
+
+impl TryFrom<TriggerWire> for TriggerRecord {
+    type Error = String;
+
+    fn try_from(t: TriggerWire) -> Result<Self, String> {
+        let result = match (&t.result, t.result_encoding) {
+            (None, _) => None,
+            (Some(value), Some(encoding)) => Some(output::decode(value, encoding)?),
+            (Some(_), None) => return Err("a result needs its result_encoding".into()),
+        };
+        Ok(same_fields!(t => TriggerRecord { result }))
+    }
 }

@@ -26,7 +26,7 @@ pub struct TenantHoldMove {
 
 /// A group's recovery ramp as it stands, with what the governor needs to
 /// move it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RampNow {
     pub pct: i64,
     pub inputs: RampInputs,

@@ -225,6 +225,78 @@ impl Store {
         .ok_or_else(|| StoreError::NotFound(format!("exception {id}")))
     }
 
+    /// One effect by its idempotency key, if the scope admits its
+    /// trigger's tenant.
+    pub async fn effect_get_for(
+        &self,
+        scope: &TenantScope,
+        key: &str,
+    ) -> StoreResult<EffectRecord> {
+        sqlx::query_as(self.sql(concat!(
+            "SELECT ",
+            effect_columns!(),
+            " FROM effects WHERE idempotency_key = ?1 AND (?2 IS NULL OR trigger_id IN \
+             (SELECT id FROM triggers WHERE tenant = ?2))"
+        )))
+        .bind(key)
+        .bind(bound(scope))
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("effect '{key}'")))
+    }
+
+    /// The components the scope may see whose digest starts with `prefix`
+    /// (hex digits), at most `limit` (`component diff` by prefix).
+    pub async fn components_by_prefix_for(
+        &self,
+        scope: &TenantScope,
+        prefix: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ComponentRecord>> {
+        Ok(sqlx::query_as(self.sql(concat!(
+            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            component_visible!(),
+            " AND substr(digest, 1, length(?2)) = ?2 ORDER BY digest LIMIT CAST(?3 AS INTEGER)"
+        )))
+        .bind(bound(scope))
+        .bind(prefix)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Skipped fire times newest first, optionally of one job, of the
+    /// scope's tenants' jobs.
+    pub async fn skipped_list_for(
+        &self,
+        scope: &TenantScope,
+        job_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, i64, i64, String)>> {
+        Ok(sqlx::query_as(self.sql(
+            "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
+             WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR job_id IN \
+             (SELECT job_id FROM jobs WHERE tenant = ?2)) \
+             ORDER BY scheduled_at DESC LIMIT CAST(?3 AS INTEGER)",
+        ))
+        .bind(job_id)
+        .bind(bound(scope))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Skipped fire times by reason, of the scope's tenants' jobs.
+    pub async fn skipped_counts_for(&self, scope: &TenantScope) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(self.sql(
+            "SELECT reason, count(*) FROM skipped_fires WHERE (?1 IS NULL OR job_id IN \
+             (SELECT job_id FROM jobs WHERE tenant = ?1)) GROUP BY reason ORDER BY reason",
+        ))
+        .bind(bound(scope))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Audit entries in chain order after `after_seq` (not tenant data:
     /// reviewers, operators and admins read it whole).
     pub async fn audit_page(&self, after_seq: i64, limit: usize) -> StoreResult<Vec<AuditEntry>> {

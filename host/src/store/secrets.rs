@@ -7,7 +7,7 @@ use super::*;
 use crate::model::secret::ConnectorSecret;
 
 /// A stored credential as people may see it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow, serde::Deserialize)]
 pub struct SecretView {
     pub connector: String,
     pub header: String,

@@ -30,7 +30,7 @@ pub struct IssuedToken {
 }
 
 /// A stored token as people may see it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow, serde::Deserialize)]
 pub struct TokenView {
     pub name: String,
     pub fingerprint: String,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What one recovery scan did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecoveryReport {
     pub scanned: usize,
     /// Found applied at the downstream: marked succeeded, nothing resent.

@@ -5,11 +5,12 @@
 use super::{Host, review};
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use paddock::model::audit::{ChainBreak, Verified, export_line};
+use paddock::api::wire::VerifyResponse;
+use paddock::model::audit::{ChainBreak, export_line};
 use paddock::model::secret::redacted_url;
 use paddock::model::time::{from_millis, parse_duration, rfc3339};
+use paddock::store::Store;
 use paddock::store::prelude::*;
-use paddock::store::{AuditVerdict, Store};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -49,8 +50,7 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         AuditCmd::Verify => {
             let verdict = host.store.audit_verify().await?;
-            let code = print_verdict(&verdict);
-            return Ok(code);
+            return Ok(print_verdict(&VerifyResponse::of(&verdict)));
         }
         AuditCmd::Export { since } => {
             let since = since_ms(&host.store, &since).await?;
@@ -61,14 +61,19 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
             }
             out.flush()?;
             if let Err(e) = host.store.audit_verify().await?.result {
-                eprintln!("audit log BROKEN: {e}");
-                return Ok(ExitCode::FAILURE);
+                return Ok(export_broken(&e.to_string()));
             }
         }
         AuditCmd::Capabilities { format } => review::capabilities(host, &format).await?,
         AuditCmd::List => audit_lines(&host.store.audit_list().await?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// After `audit export`'s lines: the chain does not verify.
+pub fn export_broken(broken: &str) -> ExitCode {
+    eprintln!("audit log BROKEN: {broken}");
+    ExitCode::FAILURE
 }
 
 /// `audit list`.
@@ -101,41 +106,35 @@ async fn since_ms(store: &Store, text: &str) -> anyhow::Result<i64> {
 }
 
 /// One line per fact: what held, what was checked with what, and what was
-/// not (no key, no anchor file) — never silently.
-fn print_verdict(verdict: &AuditVerdict) -> ExitCode {
-    let key = verdict.config.key_file.as_ref().map(|p| p.display());
-    let anchor = verdict.config.anchor_file.as_ref().map(|p| p.display());
-    match &verdict.result {
-        Ok(v) => {
-            println!("audit log intact: {} entries, chain verified", v.entries);
-            print_keying(v, verdict.keyed, key.map(|k| k.to_string()));
-            match anchor {
-                Some(path) => println!(
-                    "anchors: {} matched of {} in {path}{}",
-                    v.anchors_matched,
-                    verdict.anchors,
-                    v.head
-                        .as_ref()
-                        .map(|h| format!("; head {} anchored", h.seq))
-                        .unwrap_or_default()
-                ),
-                None => println!(
-                    "anchors: none (set PADDOCK_AUDIT_ANCHOR_FILE): a truncated tail \
-                     cannot be detected"
-                ),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            println!("audit log BROKEN: {e}");
-            println!("first bad entry: {}", e.seq());
-            ExitCode::FAILURE
-        }
+/// not (no key, no anchor file) — never silently. The same from the
+/// database and from `--server` (the server's files).
+pub fn print_verdict(v: &VerifyResponse) -> ExitCode {
+    if let Some(broken) = &v.broken {
+        println!("audit log BROKEN: {broken}");
+        println!("first bad entry: {}", v.first_bad.unwrap_or_default());
+        return ExitCode::FAILURE;
     }
+    println!("audit log intact: {} entries, chain verified", v.entries);
+    print_keying(v);
+    match &v.anchor_file {
+        Some(path) => println!(
+            "anchors: {} matched of {} in {path}{}",
+            v.anchors_matched,
+            v.anchors,
+            v.head
+                .map(|seq| format!("; head {seq} anchored"))
+                .unwrap_or_default()
+        ),
+        None => println!(
+            "anchors: none (set PADDOCK_AUDIT_ANCHOR_FILE): a truncated tail \
+             cannot be detected"
+        ),
+    }
+    ExitCode::SUCCESS
 }
 
-fn print_keying(v: &Verified, keyed: bool, key: Option<String>) {
-    match (v.keyed_from, keyed, key) {
+fn print_keying(v: &VerifyResponse) {
+    match (v.keyed_from, v.keyed, &v.key_file) {
         (Some(1), _, Some(key)) => println!("keyed: every entry's MAC checked ({key})"),
         (Some(first), _, Some(key)) => println!(
             "keyed from entry {first} ({key}); entries 1-{} were written before keying \
@@ -148,7 +147,7 @@ fn print_keying(v: &Verified, keyed: bool, key: Option<String>) {
         (None, true, _) => println!("keyed: no entries yet"),
         (_, _, key) => println!(
             "not keyed: no key file{} (MACs not checked)",
-            key.map(|k| format!(" at {k}")).unwrap_or_default()
+            key.as_ref().map(|k| format!(" at {k}")).unwrap_or_default()
         ),
     }
 }

@@ -5,12 +5,12 @@
 use super::{Host, duration_arg};
 use anyhow::bail;
 use clap::Subcommand;
-use paddock::effects::EffectGateway;
+use paddock::effects::RecoveryReport;
+use paddock::effects::operator::{self, Compensated, Compensation};
 use paddock::model::identity::local_actor;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
-use paddock::store::{ConnectorRecord, ExceptionRecord, NewTrigger};
-use sha2::{Digest, Sha256};
+use paddock::store::{ConnectorRecord, EffectRecord, ExceptionRecord, SecretView};
 
 #[derive(Subcommand)]
 pub enum ConnectorCmd {
@@ -141,89 +141,105 @@ pub enum ExceptionsCmd {
 
 pub async fn connector(host: &Host, cmd: ConnectorCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
-        ConnectorCmd::Set {
-            name,
-            kind,
-            base_url,
-            timeout,
-            permits,
-            rate,
-            compares_tokens,
-            queryable,
-            not_idempotent,
-            breaker_failure_rate,
-            breaker_min_calls,
-            breaker_window,
-            breaker_open,
-        } => {
-            if kind != "http" {
-                bail!("connector kind '{kind}' is not supported (use http)");
-            }
-            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-                bail!("--base-url must start with http:// or https://");
-            }
-            let record = ConnectorRecord {
-                name: name.clone(),
-                kind,
-                base_url,
-                timeout_ms: duration_arg(&timeout)?.as_millis() as i64,
-                permits,
-                rate_per_sec: rate,
-                compares_tokens,
-                queryable,
-                idempotent: !not_idempotent,
-                breaker_failure_rate,
-                breaker_min_calls,
-                breaker_window_ms: duration_arg(&breaker_window)?.as_millis() as i64,
-                breaker_open_ms: duration_arg(&breaker_open)?.as_millis() as i64,
-            };
+        set @ ConnectorCmd::Set { .. } => {
+            let record = set_record(set)?;
             host.store.connector_put(&record, actor).await?;
-            println!("connector {name} set");
+            println!("connector {} set", record.name);
         }
         ConnectorCmd::Secret(cmd) => super::secrets::secret(host, cmd, actor).await?,
-        ConnectorCmd::List => {
-            let secrets = host.store.connector_secrets().await?;
-            println!(
-                "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} breaker",
-                "connector",
-                "kind",
-                "base_url",
-                "timeout",
-                "permits",
-                "rate",
-                "tokens",
-                "queryable",
-                "idempotent",
-                "secret"
-            );
-            for c in host.store.connectors_list().await? {
-                let secret = secrets
-                    .iter()
-                    .find(|s| s.connector == c.name)
-                    .map_or("-".to_string(), |s| {
-                        format!("{} {}", s.header, s.fingerprint)
-                    });
-                println!(
-                    "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} {}% of >={} in {}ms, open {}ms",
-                    c.name,
-                    c.kind,
-                    c.base_url,
-                    c.timeout_ms,
-                    c.permits,
-                    c.rate_per_sec,
-                    c.compares_tokens,
-                    c.queryable,
-                    c.idempotent,
-                    secret,
-                    (c.breaker_failure_rate * 100.0) as i64,
-                    c.breaker_min_calls,
-                    c.breaker_window_ms,
-                    c.breaker_open_ms
-                );
-            }
-        }
+        ConnectorCmd::List => print_connectors(
+            &host.store.connectors_list().await?,
+            &host.store.connector_secrets().await?,
+        ),
     }
     Ok(())
+}
+
+/// `connector set`'s flags as the connector, checked.
+pub fn set_record(cmd: ConnectorCmd) -> anyhow::Result<ConnectorRecord> {
+    let ConnectorCmd::Set {
+        name,
+        kind,
+        base_url,
+        timeout,
+        permits,
+        rate,
+        compares_tokens,
+        queryable,
+        not_idempotent,
+        breaker_failure_rate,
+        breaker_min_calls,
+        breaker_window,
+        breaker_open,
+    } = cmd
+    else {
+        bail!("not `connector set`");
+    };
+    if kind != "http" {
+        bail!("connector kind '{kind}' is not supported (use http)");
+    }
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        bail!("--base-url must start with http:// or https://");
+    }
+    let record = ConnectorRecord {
+        name,
+        kind,
+        base_url,
+        timeout_ms: duration_arg(&timeout)?.as_millis() as i64,
+        permits,
+        rate_per_sec: rate,
+        compares_tokens,
+        queryable,
+        idempotent: !not_idempotent,
+        breaker_failure_rate,
+        breaker_min_calls,
+        breaker_window_ms: duration_arg(&breaker_window)?.as_millis() as i64,
+        breaker_open_ms: duration_arg(&breaker_open)?.as_millis() as i64,
+    };
+    Ok(record)
+}
+
+/// `connector list`, from the database or `GET /v1/connectors` (and the
+/// secrets' fingerprints).
+pub fn print_connectors(connectors: &[ConnectorRecord], secrets: &[SecretView]) {
+    println!(
+        "{:<16} {:<5} {:<36} {:>8} {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} breaker",
+        "connector",
+        "kind",
+        "base_url",
+        "timeout",
+        "permits",
+        "rate",
+        "tokens",
+        "queryable",
+        "idempotent",
+        "secret"
+    );
+    for c in connectors {
+        let secret = secrets
+            .iter()
+            .find(|s| s.connector == c.name)
+            .map_or("-".to_string(), |s| {
+                format!("{} {}", s.header, s.fingerprint)
+            });
+        println!(
+            "{:<16} {:<5} {:<36} {:>6}ms {:>7} {:>6} {:>6} {:>9} {:>10}  {:<30} {}% of >={} in {}ms, open {}ms",
+            c.name,
+            c.kind,
+            c.base_url,
+            c.timeout_ms,
+            c.permits,
+            c.rate_per_sec,
+            c.compares_tokens,
+            c.queryable,
+            c.idempotent,
+            secret,
+            (c.breaker_failure_rate * 100.0) as i64,
+            c.breaker_min_calls,
+            c.breaker_window_ms,
+            c.breaker_open_ms
+        );
+    }
 }
 
 /// `effects list`.
@@ -278,32 +294,7 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
     match cmd {
         EffectsCmd::List { limit } => effects_table(&host.store.effects_list(limit).await?),
         EffectsCmd::Recover { limit } => {
-            let report = EffectGateway::new(host.store.clone())
-                .recover(limit)
-                .await?;
-            // Run by a person, so audited: what it settled, by whom.
-            host.store
-                .audit_record(
-                    actor,
-                    "effects.recover",
-                    "effects",
-                    serde_json::json!({
-                        "limit": limit, "scanned": report.scanned,
-                        "succeeded": report.succeeded, "failed": report.failed,
-                        "not_found": report.not_found, "tickets": report.tickets,
-                        "undecided": report.undecided,
-                    }),
-                )
-                .await?;
-            println!(
-                "scanned {}: {} succeeded, {} failed, {} not found (retryable), {} ticketed, {} undecided",
-                report.scanned,
-                report.succeeded,
-                report.failed,
-                report.not_found,
-                report.tickets,
-                report.undecided
-            );
+            print_recovered(&operator::recover(&host.store, actor, limit).await?)
         }
         EffectsCmd::Compensate {
             original,
@@ -313,22 +304,47 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
             payload,
             reason,
         } => {
-            let request = CompensateRequest {
-                original: &original,
-                job: &job,
-                key: &key,
-                action: &action,
-                payload: &payload,
-                reason: &reason,
+            need_person(actor, "an operator's compensation")?;
+            if reason.trim().is_empty() {
+                bail!("an operator's compensation needs --reason");
+            }
+            let c = Compensation {
+                original,
+                job,
+                key,
+                action,
+                payload,
+                reason,
             };
-            let id = compensate(host, actor, request).await?;
-            println!(
-                "compensation of '{original}' recorded as trigger {id} (key '{key}'); \
-                 a runner (`paddock serve`) performs it"
-            );
+            let done = operator::compensate(&host.store, actor, &c)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            print_compensated(&c, &done);
         }
     }
     Ok(())
+}
+
+/// What `effects recover` settled.
+pub fn print_recovered(report: &RecoveryReport) {
+    println!(
+        "scanned {}: {} succeeded, {} failed, {} not found (retryable), {} ticketed, {} undecided",
+        report.scanned,
+        report.succeeded,
+        report.failed,
+        report.not_found,
+        report.tickets,
+        report.undecided
+    );
+}
+
+/// The trigger that performs `effects compensate`.
+pub fn print_compensated(c: &Compensation, done: &Compensated) {
+    println!(
+        "compensation of '{}' recorded as trigger {} (key '{}'); \
+         a runner (`paddock serve`) performs it",
+        c.original, done.trigger, c.key
+    );
 }
 
 /// Refuse the default actor, which names no one (`--actor` unset:
@@ -338,59 +354,6 @@ fn need_person(actor: &str, what: &str) -> anyhow::Result<()> {
         bail!("{what} needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
     }
     Ok(())
-}
-
-/// `effects compensate`: checked like a guest's compensation, audited with
-/// the actor and reason, then run as an ordinary trigger.
-async fn compensate(
-    host: &Host,
-    actor: &str,
-    request: CompensateRequest<'_>,
-) -> anyhow::Result<i64> {
-    need_person(actor, "an operator's compensation")?;
-    if request.reason.trim().is_empty() {
-        bail!("an operator's compensation needs --reason");
-    }
-    let original = EffectGateway::new(host.store.clone())
-        .check_compensation(request.key, request.original)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot compensate '{}': {e}", request.original))?;
-    let params = serde_json::json!({
-        "connector": original.connector,
-        "action": request.action,
-        "key": request.key,
-        "payload": request.payload,
-        "compensates": request.original,
-    });
-    let (trigger, created) = host
-        .store
-        .trigger_create(&NewTrigger::manual(request.job, params.clone(), None).by(actor))
-        .await?;
-    host.store
-        .audit_record(
-            actor,
-            "effect.compensate",
-            request.original,
-            // What was asked, with the payload as a digest: a payload may
-            // carry what no audit entry may print (as `trigger.run`'s params).
-            serde_json::json!({
-                "reason": request.reason, "job": request.job, "trigger_id": trigger.id,
-                "new_trigger": created, "connector": original.connector,
-                "action": request.action, "key": request.key,
-                "payload_digest": hex::encode(Sha256::digest(request.payload.as_bytes())),
-            }),
-        )
-        .await?;
-    Ok(trigger.id)
-}
-
-struct CompensateRequest<'a> {
-    original: &'a str,
-    job: &'a str,
-    key: &'a str,
-    action: &'a str,
-    payload: &'a str,
-    reason: &'a str,
 }
 
 pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {
@@ -404,51 +367,11 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
         }
         ExceptionsCmd::Show { id } => {
             let t = host.store.exception_get(id).await?;
-            println!("exception {} ({}) — {}", t.id, t.kind, t.state);
-            println!("subject:  {}", t.subject);
-            if let Some(key) = &t.effect_key {
-                println!("effect:   {key}");
-                if let Some(e) = host.store.effect_get(key).await? {
-                    println!(
-                        "          now {} (sends {}, token {}, resolved by {})",
-                        e.state,
-                        e.sends,
-                        e.fencing_token,
-                        e.resolved_by.unwrap_or_else(|| "-".into())
-                    );
-                }
-            }
-            println!("created:  {}", rfc3339(from_millis(t.created_at)));
-            println!("allowed:  {}", t.allowed().join(", "));
-            if let (Some(action), "open") = (&t.proposed_action, t.state.as_str()) {
-                println!(
-                    "proposed: {} by {} at {} — {} (awaiting a second operator's approval)",
-                    action,
-                    t.proposed_by.as_deref().unwrap_or("?"),
-                    t.proposed_at
-                        .map(|at| rfc3339(from_millis(at)))
-                        .unwrap_or_default(),
-                    t.proposed_reason.as_deref().unwrap_or("")
-                );
-            }
-            if t.state == "resolved" {
-                println!(
-                    "resolved: {} by {} at {} — {}",
-                    t.resolution.as_deref().unwrap_or("?"),
-                    t.resolved_by.as_deref().unwrap_or("?"),
-                    t.resolved_at
-                        .map(|at| rfc3339(from_millis(at)))
-                        .unwrap_or_default(),
-                    t.reason.as_deref().unwrap_or("")
-                );
-                println!(
-                    "digests:  before {} after {}",
-                    t.before_digest.as_deref().unwrap_or("-"),
-                    t.after_digest.as_deref().unwrap_or("-")
-                );
-            }
-            let evidence: serde_json::Value = serde_json::from_str(&t.evidence)?;
-            println!("evidence:\n{}", serde_json::to_string_pretty(&evidence)?);
+            let effect = match &t.effect_key {
+                Some(key) => host.store.effect_get(key).await?,
+                None => None,
+            };
+            print_ticket(&t, effect)?;
         }
         ExceptionsCmd::Resolve { id, action, reason } => {
             need_person(actor, "resolving an exception")?;
@@ -464,19 +387,73 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
         }
         ExceptionsCmd::Reject { id, reason } => {
             need_person(actor, "rejecting an exception's proposed action")?;
-            let t = host.store.exception_reject(id, actor, &reason).await?;
-            println!(
-                "exception {}: proposal withdrawn; the ticket stays open",
-                t.id
-            );
+            print_rejected(&host.store.exception_reject(id, actor, &reason).await?);
         }
     }
     Ok(())
 }
 
+/// `exceptions show`: a ticket with its evidence, and its effect as it is
+/// now, from the database or `--server`.
+pub fn print_ticket(t: &ExceptionRecord, effect: Option<EffectRecord>) -> anyhow::Result<()> {
+    println!("exception {} ({}) — {}", t.id, t.kind, t.state);
+    println!("subject:  {}", t.subject);
+    if let Some(key) = &t.effect_key {
+        println!("effect:   {key}");
+        if let Some(e) = effect {
+            println!(
+                "          now {} (sends {}, token {}, resolved by {})",
+                e.state,
+                e.sends,
+                e.fencing_token,
+                e.resolved_by.unwrap_or_else(|| "-".into())
+            );
+        }
+    }
+    println!("created:  {}", rfc3339(from_millis(t.created_at)));
+    println!("allowed:  {}", t.allowed().join(", "));
+    if let (Some(action), "open") = (&t.proposed_action, t.state.as_str()) {
+        println!(
+            "proposed: {} by {} at {} — {} (awaiting a second operator's approval)",
+            action,
+            t.proposed_by.as_deref().unwrap_or("?"),
+            t.proposed_at
+                .map(|at| rfc3339(from_millis(at)))
+                .unwrap_or_default(),
+            t.proposed_reason.as_deref().unwrap_or("")
+        );
+    }
+    if t.state == "resolved" {
+        println!(
+            "resolved: {} by {} at {} — {}",
+            t.resolution.as_deref().unwrap_or("?"),
+            t.resolved_by.as_deref().unwrap_or("?"),
+            t.resolved_at
+                .map(|at| rfc3339(from_millis(at)))
+                .unwrap_or_default(),
+            t.reason.as_deref().unwrap_or("")
+        );
+        println!(
+            "digests:  before {} after {}",
+            t.before_digest.as_deref().unwrap_or("-"),
+            t.after_digest.as_deref().unwrap_or("-")
+        );
+    }
+    let evidence: serde_json::Value = serde_json::from_str(&t.evidence)?;
+    println!("evidence:\n{}", serde_json::to_string_pretty(&evidence)?);
+    Ok(())
+}
+
+pub fn print_rejected(t: &ExceptionRecord) {
+    println!(
+        "exception {}: proposal withdrawn; the ticket stays open",
+        t.id
+    );
+}
+
 /// One line on what a resolve or an approval did: resolved, or proposed
 /// and awaiting a second operator.
-fn print_resolution(t: &ExceptionRecord) {
+pub fn print_resolution(t: &ExceptionRecord) {
     match (&t.proposed_action, t.state.as_str()) {
         (Some(action), "open") => println!(
             "exception {}: '{}' proposed by {}; high-risk, so it runs when a different operator \

@@ -4,12 +4,15 @@
 use super::{Host, millis_arg, parse_bytes, print};
 use anyhow::Context;
 use clap::Subcommand;
+use paddock::api::views::group_view;
+use paddock::api::wire::GroupView;
 use paddock::model::ResourceGroup;
 use paddock::model::group::{CapacityInputs, TenantQuota};
 use paddock::model::shares::GroupShares;
 use paddock::registry::groups_file::{
-    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, DEFAULT_FUEL, DEFAULT_MEMORY,
+    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, DEFAULT_FUEL, DEFAULT_MEMORY, GroupSpec,
 };
+use paddock::store::GroupLoad;
 use paddock::store::prelude::*;
 use std::path::PathBuf;
 
@@ -123,6 +126,17 @@ pub struct CapFlags {
 }
 
 impl CapFlags {
+    /// Into a group's declaration (`--server`: `PUT /v1/groups/{name}`).
+    pub fn fill(self, spec: &mut GroupSpec) {
+        spec.max_params = self.max_params;
+        spec.max_result = self.max_result;
+        spec.max_error = self.max_error;
+        spec.max_checkpoint = self.max_checkpoint;
+        spec.max_effect_payload = self.max_effect_payload;
+        spec.max_effect_response = self.max_effect_response;
+        spec.max_log = self.max_log;
+    }
+
     fn caps(&self) -> anyhow::Result<paddock::model::caps::OutputCaps> {
         paddock::registry::groups_file::output_caps([
             self.max_params.as_deref(),
@@ -173,13 +187,38 @@ async fn grant(
     actor: &str,
 ) -> anyhow::Result<()> {
     let now = host.registry.group_grant(name, add, remove, actor).await?;
+    print_grants(name, &now);
+    Ok(())
+}
+
+/// What a group grants after `group grant` / `group revoke`.
+pub fn print_grants(name: &str, now: &[String]) {
     let now = if now.is_empty() {
         "nothing".to_string()
     } else {
         now.join(", ")
     };
     println!("group {name} grants: {now}");
-    Ok(())
+}
+
+/// `group show`, from the database or `GET /v1/groups/{name}`.
+pub fn print_group(v: &GroupView) {
+    let load = GroupLoad {
+        effective_concurrency: v.effective_concurrency,
+        effective_binding: v.effective_binding.clone(),
+        running: v.running,
+    };
+    print::group_show(&v.group, &v.observed, &load, v.pool);
+    print::group_shares(&v.group, &load, &v.ramp, v.held.as_deref(), v.holds);
+    println!(
+        "  process high-water holds so far: {} (db pool), {} (guest memory)",
+        v.held_pool, v.held_memory
+    );
+}
+
+/// A group just set: what claims enforce now.
+pub fn print_set(name: &str, effective: i64, binding: &str) {
+    println!("group {name} set: effective concurrency {effective} (bound by {binding})");
 }
 
 /// `paddock group ...`
@@ -231,10 +270,7 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
                 },
             };
             let capacity = host.registry.group_put(group, actor).await?;
-            println!(
-                "group {name} set: effective concurrency {} (bound by {})",
-                capacity.effective, capacity.binding
-            );
+            print_set(&name, capacity.effective, capacity.binding);
         }
         GroupCmd::Grant { name, grants } => grant(host, &name, &grants, &[], actor).await?,
         GroupCmd::Revoke { name, grants } => grant(host, &name, &[], &grants, actor).await?,
@@ -244,39 +280,15 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
             let (applied, tenants) = host.registry.groups_apply(&text, actor).await?;
             print::tenants(&tenants);
             for (name, capacity) in applied {
-                println!(
-                    "group {name} set: effective concurrency {} (bound by {})",
-                    capacity.effective, capacity.binding
-                );
+                print_set(&name, capacity.effective, capacity.binding);
             }
         }
         GroupCmd::Show { name } => {
-            let Some(group) = host.store.group_get(&name).await? else {
+            let pool = i64::from(host.sandbox.config().max_instances);
+            let Some(view) = group_view(&host.store, &name, pool).await? else {
                 anyhow::bail!("no resource group named '{name}'");
             };
-            let (observed, _) = paddock::store::capacity_now(&host.store, &group).await?;
-            let load = host
-                .store
-                .group_load(&name)
-                .await?
-                .unwrap_or_else(|| unreachable!("the group was just read"));
-            let pool = i64::from(host.sandbox.config().max_instances);
-            print::group_show(&group, &observed, &load, pool);
-            let ramp = host.store.group_ramp(&group).await?;
-            let (held, holds) = host.store.group_held(&name).await?;
-            let counters = host.store.counters().await?;
-            let process_holds = |name: &str| {
-                counters
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map_or(0, |(_, v)| *v)
-            };
-            print::group_shares(&group, &load, &ramp, held.as_deref(), holds);
-            println!(
-                "  process high-water holds so far: {} (db pool), {} (guest memory)",
-                process_holds("claims_held_pool"),
-                process_holds("claims_held_memory")
-            );
+            print_group(&view);
         }
         GroupCmd::List => print::groups(&host.store.groups_list().await?),
     }

@@ -1,13 +1,16 @@
 //! `--server URL --token TOKEN` (or `PADDOCK_SERVER` / `PADDOCK_TOKEN`):
 //! the same commands against a remote `paddock serve --api`, printed by the
-//! same [`print`] functions from the same structs, so the output is the
-//! local output. Remote so far: `trigger run|list|show|cancel|approve`,
-//! `job apply|list|show`, `component push|list|inspect`, `effects list`,
-//! `exceptions list`, `audit list`; any other command says it is not
-//! remote yet.
+//! same functions from the same structs, so the output is the local
+//! output. Every command is remote but those that cannot be: `serve` and
+//! `demo` (they run a node, on a database of their own), `trigger run
+//! --wait` (it runs triggers in this process).
+//! Files named on the command line (`component push`, `job apply`, `group
+//! apply`, `connector secret set --from-file`) are read here and uploaded.
+//! [`admin`] has the admin commands, [`ops`] the operations ones.
 
-use super::audit::{AuditCmd, audit_lines};
-use super::exceptions::{EffectsCmd, ExceptionsCmd, effects_table, tickets_table};
+mod admin;
+mod ops;
+
 use super::{Command, ComponentCmd, JobCmd, TriggerCmd, gates, print};
 use anyhow::{Context, anyhow, bail};
 use paddock::api::views::{TriggerRow, TriggerView};
@@ -15,18 +18,11 @@ use paddock::api::wire::{
     ApplyRequest, ApplyResponse, ApproveRequest, CancelRequest, Done, JobView, Page, PushResponse,
     RunRequest, RunResponse,
 };
-use paddock::model::audit::AuditEntry;
 use paddock::model::gates::GateScope;
 use paddock::store::{ComponentRecord, JobRecord};
-use paddock::store::{EffectRecord, ExceptionRecord};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::process::ExitCode;
-
-/// The commands `--server` serves, for the refusal of the others.
-const REMOTE: &str = "trigger run|list|show|cancel|approve|retry, job apply|list|show, \
-                      component push|list|inspect, effects list, exceptions list, audit list, \
-                      pause, resume, cancel, gates";
 
 /// A client of one server with one token.
 struct Client {
@@ -57,6 +53,14 @@ impl Client {
         self.http.post(format!("{}{path}", self.base))
     }
 
+    fn put(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.put(format!("{}{path}", self.base))
+    }
+
+    fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.delete(format!("{}{path}", self.base))
+    }
+
     /// Close, reopen or cancel `scope` (`verb`): each scope has its route,
     /// as each has the role that may use it.
     async fn gate<T: DeserializeOwned>(
@@ -82,12 +86,23 @@ impl Client {
         &self,
         request: reqwest::RequestBuilder,
     ) -> anyhow::Result<T> {
+        let (body, _) = self.fetch(request).await?;
+        serde_json::from_slice(&body).with_context(|| format!("an answer of {}", self.base))
+    }
+
+    /// Send with the token: the answer's body and headers (an error answer
+    /// becomes its message).
+    async fn fetch(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> anyhow::Result<(Vec<u8>, reqwest::header::HeaderMap)> {
         let response = request
             .bearer_auth(&self.token)
             .send()
             .await
             .map_err(|e| anyhow!("cannot reach {}: {}", self.base, causes(&e)))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = response
             .bytes()
             .await
@@ -100,7 +115,7 @@ impl Client {
                 .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
             bail!("{message} (HTTP {})", status.as_u16());
         }
-        serde_json::from_slice(&body).with_context(|| format!("an answer of {}", self.base))
+        Ok((body.to_vec(), headers))
     }
 
     /// Every item of a list, page by page, up to `most`.
@@ -144,26 +159,21 @@ pub async fn run(server: &str, token: Option<&str>, command: Command) -> anyhow:
     match command {
         Command::Trigger(cmd) => trigger(&client, cmd).await?,
         Command::Job(cmd) => job(&client, cmd).await?,
-        Command::Component(ComponentCmd::Diff { .. }) => not_remote()?,
+        Command::Component(ComponentCmd::Diff { a, b }) => {
+            ops::component_diff(&client, &a, &b).await?
+        }
         Command::Component(cmd) => component(&client, cmd).await?,
-        Command::Effects(EffectsCmd::List { limit }) => {
-            let effects: Vec<EffectRecord> =
-                client.all("/v1/effects", limit.max(0) as usize).await?;
-            effects_table(&effects);
-        }
-        Command::Exceptions(ExceptionsCmd::List { all }) => {
-            let path = if all {
-                "/v1/tickets"
-            } else {
-                "/v1/tickets?state=open"
-            };
-            let tickets: Vec<ExceptionRecord> = client.all(path, usize::MAX).await?;
-            tickets_table(&tickets);
-        }
-        Command::Audit(AuditCmd::List) => {
-            let entries: Vec<AuditEntry> = client.all("/v1/audit", usize::MAX).await?;
-            audit_lines(&entries);
-        }
+        Command::Effects(cmd) => ops::effects(&client, cmd).await?,
+        Command::Exceptions(cmd) => ops::exceptions(&client, cmd).await?,
+        Command::Audit(cmd) => return ops::audit(&client, cmd).await,
+        Command::Report(cmd) => return ops::report(&client, cmd).await,
+        Command::Status(args) => ops::status(&client, args).await?,
+        Command::Schedule(cmd) => ops::schedule(&client, cmd).await?,
+        Command::Token(cmd) => admin::token(&client, cmd).await?,
+        Command::Group(cmd) => admin::group(&client, cmd).await?,
+        Command::Tenant(cmd) => admin::tenant(&client, cmd).await?,
+        Command::Connector(cmd) => admin::connector(&client, cmd).await?,
+        Command::Price(cmd) => admin::price(&client, cmd).await?,
         Command::Pause(args) => {
             let scope = args.scope()?;
             let r = client.gate(&scope, "pause", &args.reason).await?;
@@ -184,13 +194,14 @@ pub async fn run(server: &str, token: Option<&str>, command: Command) -> anyhow:
             let list: Vec<paddock::store::GateRecord> = client.send(client.get(&path)).await?;
             gates::print_gates(&list);
         }
-        _ => not_remote()?,
+        Command::Serve(_) => {
+            bail!("`serve` runs a node on its database: it does not take --server")
+        }
+        Command::Demo(_) => {
+            bail!("`demo` runs on a fresh local database of its own: it does not take --server")
+        }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn not_remote() -> anyhow::Result<()> {
-    bail!("this command does not work with --server yet (remote: {REMOTE}); run it on the database")
 }
 
 async fn trigger(client: &Client, cmd: TriggerCmd) -> anyhow::Result<()> {
@@ -335,7 +346,7 @@ async fn component(client: &Client, cmd: ComponentCmd) -> anyhow::Result<()> {
             );
             print::manifest(&serde_json::from_str(&record.manifest)?);
         }
-        ComponentCmd::Diff { .. } => not_remote()?,
+        ComponentCmd::Diff { a, b } => ops::component_diff(client, &a, &b).await?,
     }
     Ok(())
 }

@@ -72,6 +72,12 @@ pub struct Filter {
     format: String,
 }
 
+impl Filter {
+    pub fn format(&self) -> &str {
+        &self.format
+    }
+}
+
 #[derive(Subcommand)]
 pub enum PriceCmd {
     /// Set unit prices (audited as `price.set`); units not given keep
@@ -119,13 +125,7 @@ pub async fn run(cmd: ReportCmd, database_url: &str) -> anyhow::Result<ExitCode>
             format_ok(&filter.format)?;
             let q = query(&store, &window, None, &filter).await?;
             let incident = Incident::of(&store.incident_facts(&q).await?);
-            match filter.format.as_str() {
-                "json" => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&incident_json(&q, &incident))?
-                ),
-                _ => print_incident(&q, &incident),
-            }
+            print_incident_report(&q, &incident, &filter.format)?;
         }
         ReportCmd::Cost {
             window,
@@ -143,20 +143,7 @@ pub async fn run(cmd: ReportCmd, database_url: &str) -> anyhow::Result<ExitCode>
                 .iter()
                 .map(|u| report::cost(u, &prices))
                 .collect();
-            match filter.format.as_str() {
-                "json" => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({
-                        "since": rfc3339(from_millis(q.since)),
-                        "until": rfc3339(from_millis(q.until)),
-                        "tenant": q.tenant,
-                        "group": q.group,
-                        "prices": prices,
-                        "lines": costs,
-                    }))?
-                ),
-                _ => print_costs(&q, &prices, &costs),
-            }
+            print_cost_report(&q, &prices, &costs, &filter.format)?;
         }
         ReportCmd::Conservation { format } => {
             format_ok(&format)?;
@@ -205,6 +192,11 @@ pub async fn price(host: &Host, cmd: PriceCmd, actor: &str) -> anyhow::Result<()
         }
         PriceCmd::List => host.store.prices().await?,
     };
+    print_prices(&prices)
+}
+
+/// The unit prices, from the database or `/v1/prices`.
+pub fn print_prices(prices: &Prices) -> anyhow::Result<()> {
     let value = serde_json::to_value(prices)?;
     for name in PRICE_NAMES {
         println!("{:<20} {}", name.replace('_', "-"), value[name]);
@@ -212,7 +204,119 @@ pub async fn price(host: &Host, cmd: PriceCmd, actor: &str) -> anyhow::Result<()
     Ok(())
 }
 
-fn format_ok(format: &str) -> anyhow::Result<()> {
+/// `price set`'s flags by name (`PUT /v1/prices`' body).
+pub fn price_changes(a: &PriceArgs) -> serde_json::Value {
+    serde_json::json!({
+        "fuel_per_cpu_second": a.fuel_per_cpu_second, "cpu_second": a.cpu_second,
+        "gb_second": a.gb_second, "storage_gb": a.storage_gb,
+        "downstream_call": a.downstream_call, "retry": a.retry,
+        "compensation": a.compensation, "manual_touch": a.manual_touch,
+    })
+}
+
+/// An incident report as `--format` says (from the database or
+/// `GET /v1/reports/incident`).
+pub fn print_incident_report(q: &ReportQuery, i: &Incident, format: &str) -> anyhow::Result<()> {
+    match format {
+        "json" => println!("{}", serde_json::to_string_pretty(&incident_json(q, i))?),
+        _ => print_incident(q, i),
+    }
+    Ok(())
+}
+
+/// A cost report as `--format` says (from the database or
+/// `GET /v1/reports/cost`).
+pub fn print_cost_report(
+    q: &ReportQuery,
+    prices: &Prices,
+    costs: &[Cost],
+    format: &str,
+) -> anyhow::Result<()> {
+    match format {
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "since": rfc3339(from_millis(q.since)),
+                "until": rfc3339(from_millis(q.until)),
+                "tenant": q.tenant,
+                "group": q.group,
+                "prices": prices,
+                "lines": costs,
+            }))?
+        ),
+        _ => print_costs(q, prices, costs),
+    }
+    Ok(())
+}
+
+/// `--server`'s conservation report: the checks of
+/// `GET /v1/reports/conservation`, printed as the local report prints
+/// them; exits 1 when one differs.
+pub fn print_remote_conservation(checks: &[Check], format: &str) -> anyhow::Result<ExitCode> {
+    format_ok(format)?;
+    let differences = report::differences(checks);
+    match format {
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
+                "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
+            }))?
+        ),
+        _ => {
+            for c in checks {
+                println!(
+                    "{:<34} {:>10} {:<32} {:>10} {:<44} difference {}",
+                    c.name,
+                    c.left_count,
+                    c.left,
+                    c.right_count,
+                    c.right,
+                    c.difference()
+                );
+            }
+            match differences.len() {
+                0 => println!("conservation: every check balances"),
+                n => println!("conservation: {n} check(s) differ"),
+            }
+        }
+    }
+    Ok(if differences.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `--server`: the window and filters as the report endpoints' query
+/// (the server resolves durations on its clock); `--since` is required
+/// as locally (or `--last` for a cost report).
+pub fn remote_query(
+    window: &Window,
+    last: Option<&str>,
+    filter: &Filter,
+) -> anyhow::Result<Vec<(&'static str, String)>> {
+    format_ok(&filter.format)?;
+    if window.since.is_none() && last.is_none() {
+        bail!("--since is required (or --last for a cost report)");
+    }
+    let mut query = Vec::new();
+    let given = [
+        ("since", window.since.as_deref()),
+        ("until", window.until.as_deref()),
+        ("last", last),
+        ("tenant", filter.tenant.as_deref()),
+        ("group", filter.group.as_deref()),
+    ];
+    for (name, value) in given {
+        if let Some(value) = value {
+            query.push((name, value.to_string()));
+        }
+    }
+    Ok(query)
+}
+
+pub fn format_ok(format: &str) -> anyhow::Result<()> {
     if !matches!(format, "text" | "json") {
         bail!("--format must be text or json, not '{format}'");
     }

@@ -6,13 +6,26 @@
 use super::Host;
 use anyhow::Context;
 use paddock::model::CapabilityManifest;
-use paddock::model::review::diff as manifest_diff;
+use paddock::model::review::{ManifestDiff, diff as manifest_diff};
 use paddock::registry::report::{self, ComponentReport};
 use paddock::store::prelude::*;
 
 /// `paddock audit capabilities [--format text|json]`
 pub async fn capabilities(host: &Host, format: &str) -> anyhow::Result<()> {
-    let reports = report::capabilities(&host.store).await?;
+    format_ok(format)?;
+    print_capabilities(&report::capabilities(&host.store).await?, format)
+}
+
+/// `--format`: text or json.
+pub fn format_ok(format: &str) -> anyhow::Result<()> {
+    if !matches!(format, "text" | "json") {
+        anyhow::bail!("--format must be text or json, not '{format}'");
+    }
+    Ok(())
+}
+
+/// The capability report, from the database or `GET /v1/capabilities`.
+pub fn print_capabilities(reports: &[ComponentReport], format: &str) -> anyhow::Result<()> {
     match format {
         "json" => println!("{}", serde_json::to_string_pretty(&reports)?),
         "text" => reports.iter().for_each(print_component),
@@ -81,11 +94,17 @@ fn print_component(c: &ComponentReport) {
 pub async fn diff(host: &Host, a: &str, b: &str) -> anyhow::Result<()> {
     let (a, old) = manifest_of(host, a).await?;
     let (b, new) = manifest_of(host, b).await?;
-    let d = manifest_diff(&old, &new);
+    print_diff(&a, &b, &manifest_diff(&old, &new));
+    Ok(())
+}
+
+/// What B adds or drops, from the database or `GET
+/// /v1/components/{a}/diff/{b}`.
+pub fn print_diff(a: &str, b: &str, d: &ManifestDiff) {
     println!("sha256:{a} → sha256:{b}");
     if d.is_empty() {
         println!("  the same capabilities");
-        return Ok(());
+        return;
     }
     for name in &d.imports_added {
         println!("  + import {name}");
@@ -102,7 +121,6 @@ pub async fn diff(host: &Host, a: &str, b: &str) -> anyhow::Result<()> {
     for name in &d.exports_removed {
         println!("  - export {name}");
     }
-    Ok(())
 }
 
 /// A stored component by digest or a unique prefix of one (8+ hex digits).

@@ -1,15 +1,15 @@
 //! `paddock schedule preview|diff|shards`: shadow computation of trigger
 //! sets (nothing is written) and the scanner's shard table.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::Subcommand;
-use paddock::model::PlanSpec;
-use paddock::schedule::{Schedule, ScheduleSpec, TriggerSpec};
-use paddock::store::Store;
+use paddock::model::identity::TenantScope;
+use paddock::schedule::Schedule;
+use paddock::schedule::preview::{self, PreviewError, SetDiff};
 use paddock::store::prelude::*;
-use std::collections::BTreeSet;
+use paddock::store::{ShardRecord, Store};
 
 #[derive(Subcommand)]
 pub enum ScheduleCmd {
@@ -68,60 +68,8 @@ pub enum ScheduleCmd {
     },
 }
 
-/// A 5-field crontab line gets a leading `0` seconds field.
-fn with_seconds(expr: &str) -> String {
-    if expr.split_whitespace().count() == 5 {
-        format!("0 {expr}")
-    } else {
-        expr.to_string()
-    }
-}
-
-fn bare(expr: &str, tz: &str) -> anyhow::Result<(Schedule, Tz)> {
-    let zone: Tz = tz
-        .parse()
-        .map_err(|_| anyhow::anyhow!("unknown time zone '{tz}'"))?;
-    Ok((Schedule::cron(&with_seconds(expr), zone)?, zone))
-}
-
-async fn of_plan(store: &Store, plan: &str) -> anyhow::Result<(Schedule, Tz)> {
-    let (job, version) = match plan.split_once("@v") {
-        Some((job, v)) => (
-            job,
-            v.parse::<i64>()
-                .with_context(|| format!("bad version in '{plan}'"))?,
-        ),
-        None => {
-            let job = store
-                .job_get(plan)
-                .await?
-                .with_context(|| format!("no job '{plan}'"))?;
-            (plan, job.latest_version)
-        }
-    };
-    let record = store.plan_get(job, version).await?;
-    let spec: PlanSpec = serde_json::from_str(&record.spec)?;
-    let schedule = ScheduleSpec::of_plan(&spec).map_err(anyhow::Error::msg)?;
-    let zone = match &schedule.trigger {
-        TriggerSpec::Cron { timezone, .. } => *timezone,
-        _ => Tz::UTC,
-    };
-    Ok((schedule.compile()?, zone))
-}
-
-async fn side(store: &Store, text: &str, tz: &str) -> anyhow::Result<(Schedule, Tz)> {
-    match text.strip_prefix("cron:") {
-        Some(expr) => bare(expr, tz),
-        None => of_plan(store, text).await,
-    }
-}
-
-fn line(t: DateTime<Utc>, zone: Tz) -> String {
-    format!(
-        "{}  {}",
-        paddock::schedule::fmt_instant(t),
-        t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z")
-    )
+fn failed(e: PreviewError) -> anyhow::Error {
+    anyhow::Error::msg(e.to_string())
 }
 
 /// `paddock schedule backfill`: JOB's fire times in [FROM, TO), each one
@@ -137,12 +85,9 @@ async fn backfill(
     if from >= to {
         bail!("--from must be before --to");
     }
-    let version = store
-        .job_get(job)
-        .await?
-        .with_context(|| format!("no job '{job}'"))?
-        .latest_version;
-    let (schedule, _) = of_plan(store, job).await?;
+    let (schedule, _, version) = preview::of_plan(store, &TenantScope::Every, job)
+        .await
+        .map_err(failed)?;
     let times: Vec<i64> = schedule
         .occurrences(from, to)
         .take(max + 1)
@@ -155,21 +100,74 @@ async fn backfill(
         );
     }
     let done = store.triggers_backfill(job, version, &times, actor).await?;
-    println!(
-        "backfill of {job}@v{version} in [{from}, {to}): {} trigger(s) created in the \
-         recovery lane, {} time(s) already triggered",
-        done.created, done.existing
-    );
+    print_backfilled(job, version, from, to, done.created, done.existing);
     Ok(())
 }
 
-/// `paddock schedule shards`: the scanner's shard table.
-async fn shards(store: &Store) -> anyhow::Result<()> {
+/// What a backfill did, from the database or `--server`.
+pub fn print_backfilled(
+    job: &str,
+    version: i64,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    created: i64,
+    existing: i64,
+) {
+    println!(
+        "backfill of {job}@v{version} in [{from}, {to}): {created} trigger(s) created in the \
+         recovery lane, {existing} time(s) already triggered"
+    );
+}
+
+/// `preview`'s lines (the count on stderr).
+pub fn print_preview(
+    times: impl IntoIterator<Item = DateTime<Utc>>,
+    zone: Tz,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) {
+    let mut n = 0;
+    for t in times {
+        println!("{}", preview::line(t, zone));
+        n += 1;
+    }
+    eprintln!("{n} trigger(s) in [{from}, {to})");
+}
+
+/// `diff`'s report: the times only in A, only in B, in A's zone.
+pub fn print_diff(a: &str, b: &str, d: &SetDiff, zone: Tz) {
+    println!("only in A ({a}): {}", d.only_a.len());
+    for t in &d.only_a {
+        println!("  {}", preview::line(*t, zone));
+    }
+    println!("only in B ({b}): {}", d.only_b.len());
+    for t in &d.only_b {
+        println!("  {}", preview::line(*t, zone));
+    }
+    println!("in both: {}", d.both);
+}
+
+/// `skipped`'s report.
+pub fn print_skipped(counts: &[(String, i64)], skipped: &[(String, i64, i64, String)]) {
+    for (reason, n) in counts {
+        println!("{reason}: {n} in all");
+    }
+    for (job, version, at, reason) in skipped {
+        println!(
+            "{job}@v{version}  {}  {reason}",
+            paddock::model::time::rfc3339(paddock::model::time::from_millis(*at))
+        );
+    }
+}
+
+/// `paddock schedule shards`: the scanner's shard table, from the
+/// database or `GET /v1/schedule/shards`.
+pub fn print_shards(shards: Vec<ShardRecord>) {
     println!(
         "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
         "shard", "owner", "gen", "watermark", "created", "existed"
     );
-    for s in store.shards_list().await? {
+    for s in shards {
         println!(
             "{:>5} {:<24} {:>4} {:<22} {:>8} {:>8}",
             s.shard,
@@ -182,10 +180,10 @@ async fn shards(store: &Store) -> anyhow::Result<()> {
             s.triggers_existing
         );
     }
-    Ok(())
 }
 
 pub async fn run(cmd: ScheduleCmd, database_url: &str, actor: &str) -> anyhow::Result<()> {
+    let every = &TenantScope::Every;
     match cmd {
         ScheduleCmd::Backfill { job, from, to, max } => {
             let store = Store::open(database_url).await?;
@@ -203,73 +201,45 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str, actor: &str) -> anyhow::R
             let (schedule, zone) = match (plan, cron) {
                 (Some(_), Some(_)) => bail!("give either a job or --cron, not both"),
                 (None, None) => bail!("give a job (JOB or JOB@vN) or --cron EXPR"),
-                (None, Some(expr)) => bare(&expr, &tz)?,
-                (Some(plan), None) => of_plan(&Store::open(database_url).await?, &plan).await?,
-            };
-            let mut n = 0;
-            for t in schedule.occurrences(from, to) {
-                println!("{}", line(t, zone));
-                n += 1;
-            }
-            eprintln!("{n} trigger(s) in [{from}, {to})");
-        }
-        ScheduleCmd::Diff { a, b, tz, from, to } => {
-            let needs_store = !a.starts_with("cron:") || !b.starts_with("cron:");
-            let store = if needs_store {
-                Some(Store::open(database_url).await?)
-            } else {
-                None
-            };
-            let resolve = |text: String| {
-                let store = store.clone();
-                let tz = tz.clone();
-                async move {
-                    match store {
-                        Some(s) => side(&s, &text, &tz).await,
-                        None => bare(text.trim_start_matches("cron:"), &tz),
-                    }
+                (None, Some(expr)) => preview::bare(&expr, &tz).map_err(failed)?,
+                (Some(plan), None) => {
+                    let store = Store::open(database_url).await?;
+                    let (s, z, _) = preview::of_plan(&store, every, &plan)
+                        .await
+                        .map_err(failed)?;
+                    (s, z)
                 }
             };
-            let (sa, za) = resolve(a.clone()).await?;
-            let (sb, _) = resolve(b.clone()).await?;
-            let set_a: BTreeSet<_> = sa.occurrences(from, to).collect();
-            let set_b: BTreeSet<_> = sb.occurrences(from, to).collect();
-            let only_a: Vec<_> = set_a.difference(&set_b).collect();
-            let only_b: Vec<_> = set_b.difference(&set_a).collect();
-            println!("only in A ({a}): {}", only_a.len());
-            for t in &only_a {
-                println!("  {}", line(**t, za));
-            }
-            println!("only in B ({b}): {}", only_b.len());
-            for t in &only_b {
-                println!("  {}", line(**t, za));
-            }
-            println!("in both: {}", set_a.intersection(&set_b).count());
+            print_preview(schedule.occurrences(from, to), zone, from, to);
+        }
+        ScheduleCmd::Diff { a, b, tz, from, to } => {
+            let (sa, za) = side(database_url, &a, &tz).await?;
+            let (sb, _) = side(database_url, &b, &tz).await?;
+            let set_a: Vec<_> = sa.occurrences(from, to).collect();
+            let set_b: Vec<_> = sb.occurrences(from, to).collect();
+            print_diff(&a, &b, &preview::compare(&set_a, &set_b), za);
         }
         ScheduleCmd::Skipped { job, limit } => {
             let store = Store::open(database_url).await?;
-            for (reason, n) in store.skipped_counts().await? {
-                println!("{reason}: {n} in all");
-            }
-            for (job, version, at, reason) in store.skipped_list(job.as_deref(), limit).await? {
-                println!(
-                    "{job}@v{version}  {}  {reason}",
-                    paddock::model::time::rfc3339(paddock::model::time::from_millis(at))
-                );
-            }
+            print_skipped(
+                &store.skipped_counts().await?,
+                &store.skipped_list(job.as_deref(), limit).await?,
+            );
         }
-        ScheduleCmd::Shards => shards(&Store::open(database_url).await?).await?,
+        ScheduleCmd::Shards => print_shards(Store::open(database_url).await?.shards_list().await?),
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_crontab_line_gets_a_seconds_field() {
-        assert_eq!(with_seconds("30 2 * * *"), "0 30 2 * * *");
-        assert_eq!(with_seconds("0 30 2 * * *"), "0 30 2 * * *");
+/// A side of `diff`: a `cron:` side needs no database.
+async fn side(database_url: &str, text: &str, tz: &str) -> anyhow::Result<(Schedule, Tz)> {
+    match text.strip_prefix("cron:") {
+        Some(expr) => preview::bare(expr, tz).map_err(failed),
+        None => {
+            let store = Store::open(database_url).await?;
+            preview::side(&store, &TenantScope::Every, text, tz)
+                .await
+                .map_err(failed)
+        }
     }
 }

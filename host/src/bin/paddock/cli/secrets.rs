@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use paddock::model::secret::ConnectorSecret;
 use paddock::model::time::{from_millis, rfc3339};
+use paddock::store::SecretView;
 use paddock::store::prelude::*;
 use std::io::Read;
 use std::path::PathBuf;
@@ -60,27 +61,31 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
                 .await?;
             println!("connector {connector} secret cleared");
         }
-        SecretCmd::List => {
-            println!(
-                "{:<16} {:<16} {:<20} {:<12} set at",
-                "connector", "header", "fingerprint", "set by"
-            );
-            for s in host.store.connector_secrets().await? {
-                println!(
-                    "{:<16} {:<16} {:<20} {:<12} {}",
-                    s.connector,
-                    s.header,
-                    s.fingerprint,
-                    s.set_by,
-                    rfc3339(from_millis(s.set_at))
-                );
-            }
-        }
+        SecretCmd::List => print_secrets(&host.store.connector_secrets().await?),
     }
     Ok(())
 }
 
-fn read_value(from_env: Option<String>, from_file: Option<PathBuf>) -> anyhow::Result<String> {
+/// `connector secret list`, from the database or `GET /v1/connectors/secrets`.
+pub fn print_secrets(secrets: &[SecretView]) {
+    println!(
+        "{:<16} {:<16} {:<20} {:<12} set at",
+        "connector", "header", "fingerprint", "set by"
+    );
+    for s in secrets {
+        println!(
+            "{:<16} {:<16} {:<20} {:<12} {}",
+            s.connector,
+            s.header,
+            s.fingerprint,
+            s.set_by,
+            rfc3339(from_millis(s.set_at))
+        );
+    }
+}
+
+/// The secret's value from `--from-env`, `--from-file` or stdin (its first line).
+pub fn read_value(from_env: Option<String>, from_file: Option<PathBuf>) -> anyhow::Result<String> {
     if let Some(var) = from_env {
         return std::env::var(&var)
             .with_context(|| format!("environment variable {var} is not set (or not UTF-8)"));

@@ -32,6 +32,12 @@ pub struct StatusArgs {
     format: String,
 }
 
+impl StatusArgs {
+    pub fn format(&self) -> &str {
+        &self.format
+    }
+}
+
 /// `paddock status ...`
 pub async fn run(args: StatusArgs, database_url: &str) -> anyhow::Result<()> {
     if !matches!(args.format.as_str(), "text" | "json") {
@@ -41,12 +47,37 @@ pub async fn run(args: StatusArgs, database_url: &str) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("opening {}", redacted_url(database_url)))?;
     let query = query(&store, &args).await?;
-    let report = store.status_report(&query).await?;
-    match args.format.as_str() {
-        "json" => println!("{}", serde_json::to_string_pretty(&json(&report))?),
-        _ => print_text(&report),
+    print(&store.status_report(&query).await?, &args.format)
+}
+
+/// The report as `--format` says, the same from the database and from
+/// `--server` (`GET /v1/status`).
+pub fn print(report: &StatusReport, format: &str) -> anyhow::Result<()> {
+    match format {
+        "json" => println!("{}", serde_json::to_string_pretty(&json(report))?),
+        _ => print_text(report),
     }
     Ok(())
+}
+
+/// `--server`: the flags as `GET /v1/status`'s query (the server checks
+/// them).
+pub fn remote_query(args: &StatusArgs) -> anyhow::Result<Vec<(&'static str, String)>> {
+    if !matches!(args.format.as_str(), "text" | "json") {
+        bail!("--format must be text or json, not '{}'", args.format);
+    }
+    let mut query = Vec::new();
+    match &args.since {
+        Some(since) => query.push(("since", since.clone())),
+        None => query.push(("window", args.window.clone())),
+    }
+    if let Some(tenant) = &args.tenant {
+        query.push(("tenant", tenant.clone()));
+    }
+    if let Some(group) = &args.group {
+        query.push(("group", group.clone()));
+    }
+    Ok(query)
 }
 
 /// The flags as a query, each checked: the window, the tenant and the

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use paddock::model::identity::Role;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::model::units;
-use paddock::store::NewToken;
+use paddock::store::{NewToken, TokenView};
 
 #[derive(Subcommand)]
 pub enum TokenCmd {
@@ -57,45 +57,59 @@ pub async fn token(host: &Host, cmd: TokenCmd, actor: &str) -> anyhow::Result<()
                     actor,
                 )
                 .await?;
-            eprintln!(
-                "token {} ({role}) created, fingerprint {}, expires {}; \
-                 this is the only time its text is shown:",
-                issued.name,
-                issued.fingerprint,
-                rfc3339(from_millis(issued.expires_at))
+            print_created(
+                &issued.name,
+                role,
+                &issued.fingerprint,
+                issued.expires_at,
+                &issued.text,
             );
-            println!("{}", issued.text);
         }
-        TokenCmd::List => {
-            println!(
-                "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} STATE",
-                "NAME", "ROLE", "TENANT", "FINGERPRINT", "CREATED", "EXPIRES"
-            );
-            for t in host.store.tokens_list().await? {
-                let state = match (&t.revoked_by, t.revoked_at) {
-                    (Some(by), Some(at)) => {
-                        format!("revoked by {by} at {}", rfc3339(from_millis(at)))
-                    }
-                    _ => "active".to_string(),
-                };
-                println!(
-                    "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} {state}",
-                    t.name,
-                    t.role,
-                    t.tenant.as_deref().unwrap_or("-"),
-                    t.fingerprint,
-                    rfc3339(from_millis(t.created_at)),
-                    rfc3339(from_millis(t.expires_at)),
-                );
-            }
-        }
+        TokenCmd::List => print_tokens(&host.store.tokens_list().await?),
         TokenCmd::Revoke { name } => {
-            if host.store.token_revoke(&name, actor).await? {
-                println!("token {name} revoked");
-            } else {
-                println!("token {name} was already revoked; nothing changed");
-            }
+            print_revoked(&name, host.store.token_revoke(&name, actor).await?)
         }
     }
     Ok(())
+}
+
+/// A token just created: the facts on stderr, its text (once) on stdout.
+pub fn print_created(name: &str, role: Role, fingerprint: &str, expires_at: i64, text: &str) {
+    eprintln!(
+        "token {name} ({role}) created, fingerprint {fingerprint}, expires {}; \
+         this is the only time its text is shown:",
+        rfc3339(from_millis(expires_at))
+    );
+    println!("{text}");
+}
+
+pub fn print_revoked(name: &str, revoked: bool) {
+    if revoked {
+        println!("token {name} revoked");
+    } else {
+        println!("token {name} was already revoked; nothing changed");
+    }
+}
+
+/// `token list`, from the database or `GET /v1/tokens`.
+pub fn print_tokens(tokens: &[TokenView]) {
+    println!(
+        "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} STATE",
+        "NAME", "ROLE", "TENANT", "FINGERPRINT", "CREATED", "EXPIRES"
+    );
+    for t in tokens {
+        let state = match (&t.revoked_by, t.revoked_at) {
+            (Some(by), Some(at)) => format!("revoked by {by} at {}", rfc3339(from_millis(at))),
+            _ => "active".to_string(),
+        };
+        println!(
+            "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} {state}",
+            t.name,
+            t.role,
+            t.tenant.as_deref().unwrap_or("-"),
+            t.fingerprint,
+            rfc3339(from_millis(t.created_at)),
+            rfc3339(from_millis(t.expires_at)),
+        );
+    }
 }
