@@ -298,7 +298,7 @@ pub async fn report_incident(
     }
     let query = report_query(&api, &caller, &q).await?;
     let incident = Incident::of(&api.store.incident_facts(&query).await?);
-    let mut v = serde_json::to_value(&incident).expect("an incident serializes");
+    let mut v = serde_json::to_value(incident).expect("an incident serializes");
     v["since"] = query.since.into();
     v["until"] = query.until.into();
     v["tenant"] = query.tenant.into();

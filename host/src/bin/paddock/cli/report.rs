@@ -149,21 +149,7 @@ pub async fn run(cmd: ReportCmd, database_url: &str) -> anyhow::Result<ExitCode>
             format_ok(&format)?;
             let books = store.books().await?;
             let checks = store.conservation().await?;
-            let differences = report::differences(&checks);
-            match format.as_str() {
-                "json" => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({
-                        "books": books,
-                        "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
-                        "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
-                    }))?
-                ),
-                _ => print_conservation(&books, &checks),
-            }
-            if !differences.is_empty() {
-                return Ok(ExitCode::FAILURE);
-            }
+            return show_conservation(&books, &checks, &format);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -249,37 +235,25 @@ pub fn print_cost_report(
     Ok(())
 }
 
-/// `--server`'s conservation report: the checks of
-/// `GET /v1/reports/conservation`, printed as the local report prints
-/// them; exits 1 when one differs.
-pub fn print_remote_conservation(checks: &[Check], format: &str) -> anyhow::Result<ExitCode> {
+/// A conservation report as read (from the database or a server): the
+/// books, then the checks, in text or JSON; exit 1 when a check differs.
+pub fn show_conservation(
+    books: &Books,
+    checks: &[Check],
+    format: &str,
+) -> anyhow::Result<ExitCode> {
     format_ok(format)?;
     let differences = report::differences(checks);
     match format {
         "json" => println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
+                "books": books,
                 "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
                 "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
             }))?
         ),
-        _ => {
-            for c in checks {
-                println!(
-                    "{:<34} {:>10} {:<32} {:>10} {:<44} difference {}",
-                    c.name,
-                    c.left_count,
-                    c.left,
-                    c.right_count,
-                    c.right,
-                    c.difference()
-                );
-            }
-            match differences.len() {
-                0 => println!("conservation: every check balances"),
-                n => println!("conservation: {n} check(s) differ"),
-            }
-        }
+        _ => print_conservation(books, checks),
     }
     Ok(if differences.is_empty() {
         ExitCode::SUCCESS

@@ -10,8 +10,7 @@ use crate::cli::exceptions::{
     print_resolution, print_ticket, tickets_table,
 };
 use crate::cli::report::{
-    ReportCmd, format_ok, print_cost_report, print_incident_report, print_remote_conservation,
-    remote_query,
+    ReportCmd, format_ok, print_cost_report, print_incident_report, remote_query, show_conservation,
 };
 use crate::cli::review::{format_ok as review_format_ok, print_capabilities, print_diff};
 use crate::cli::schedule::{
@@ -29,7 +28,7 @@ use paddock::api::wire::{
 use paddock::effects::RecoveryReport;
 use paddock::effects::operator::{Compensated, Compensation};
 use paddock::model::audit::AuditEntry;
-use paddock::model::report::{Check, Cost, Incident, Prices};
+use paddock::model::report::{Books, Check, Cost, Incident, Prices};
 use paddock::registry::report::ComponentReport;
 use paddock::schedule::preview::SetDiff;
 use paddock::store::{EffectRecord, ExceptionRecord, ReportQuery, ShardRecord, StatusReport};
@@ -139,7 +138,9 @@ pub async fn report(client: &Client, cmd: ReportCmd) -> anyhow::Result<ExitCode>
                 client.send(client.get("/v1/reports/conservation")).await?;
             let checks: Vec<Check> = serde_json::from_value(answer["checks"].clone())
                 .map_err(|e| anyhow!("the server's conservation checks: {e}"))?;
-            return print_remote_conservation(&checks, &format);
+            let books: Books = serde_json::from_value(answer["books"].clone())
+                .map_err(|e| anyhow!("the server's conservation books: {e}"))?;
+            return show_conservation(&books, &checks, &format);
         }
     }
     Ok(ExitCode::SUCCESS)
