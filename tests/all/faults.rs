@@ -100,45 +100,6 @@ fn logs(procs: &[&Proc]) -> String {
         .join("\n")
 }
 
-/// SIGSTOP `p` at a moment it holds no lock on trigger `trigger_id`.
-///
-/// A process frozen inside one of its multi-statement transactions (a
-/// heartbeat is BEGIN; UPDATE triggers; UPDATE attempts; COMMIT) keeps its
-/// locks while frozen: on PostgreSQL the trigger's row lock, which the
-/// claim's `FOR UPDATE SKIP LOCKED` then skips, so nobody takes the
-/// trigger over until the process resumes; on SQLite the database's write
-/// lock, which stalls every writer. That is a hazard of its own (reproduced
-/// by `a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover`),
-/// not the stale-writer case, so this probes with a
-/// no-op write to the trigger's row and, if the probe waits, lets the
-/// process run a moment and stops it again. Returns how many retries that
-/// took.
-async fn stop_outside_a_transaction(p: &Proc, host: &TestHost, trigger_id: i64) -> usize {
-    for retry in 0..20 {
-        p.signal("STOP");
-        let probe = tokio::time::timeout(
-            Duration::from_secs(2),
-            sqlx::query(
-                host.store
-                    .sql("UPDATE triggers SET priority = priority WHERE id = ?"),
-            )
-            .bind(trigger_id)
-            .execute(host.store.pool()),
-        )
-        .await;
-        if matches!(probe, Ok(Ok(_))) {
-            return retry;
-        }
-        println!(
-            "{} was stopped holding a lock ({probe:?}); retrying",
-            p.name
-        );
-        p.signal("CONT");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{} could not be stopped outside a transaction", p.name);
-}
-
 db_test!(
     a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers,
     workers = 2
@@ -188,7 +149,7 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
 
     // One slot, which A's parked attempt keeps: A cannot claim the trigger
     // a second time itself. (Stopping A while it holds a lock, as
-    // `stop_outside_a_transaction` may, can outlast its lease; with a free
+    // `Proc::stop_outside_a_transaction` may, can outlast its lease; with a free
     // slot A once took its own lapsed trigger back as attempt 78 and
     // finished it before B started.)
     let a = Proc::serve("A", &host.url, host.dir.path(), &flags("1"));
@@ -219,8 +180,8 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     );
 
     // A sleeps with its request in flight (outside a transaction: see
-    // `stop_outside_a_transaction`).
-    let retries = stop_outside_a_transaction(&a, &host, t.id).await;
+    // `Proc::stop_outside_a_transaction`).
+    let retries = a.stop_outside_a_transaction(&host.store, &[t.id]).await;
     println!("stale writer: A stopped outside a transaction after {retries} retries");
     let paused = Instant::now();
     let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));

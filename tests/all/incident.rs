@@ -149,37 +149,6 @@ async fn busy(host: &TestHost, name: &str, held: &[(i64, usize)]) -> Proc {
     p
 }
 
-/// SIGSTOP `p` at a moment it holds no lock on any of `ids` (see
-/// `faults::stop_outside_a_transaction`: a process frozen inside a
-/// heartbeat's transaction would keep its row locks on PostgreSQL, and the
-/// write lock on SQLite, so nobody could take its triggers over).
-async fn stop_outside_a_transaction(p: &Proc, host: &TestHost, ids: &[i64]) {
-    let list = ids
-        .iter()
-        .map(|id| id.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let probe = format!("UPDATE triggers SET priority = priority WHERE id IN ({list})");
-    for _ in 0..20 {
-        p.signal("STOP");
-        let probe = tokio::time::timeout(
-            Duration::from_secs(2),
-            sqlx::query(sqlx::AssertSqlSafe(probe.clone())).execute(host.store.pool()),
-        )
-        .await;
-        if matches!(probe, Ok(Ok(_))) {
-            return;
-        }
-        println!(
-            "{} was stopped holding a lock ({probe:?}); retrying",
-            p.name
-        );
-        p.signal("CONT");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{} could not be stopped outside a transaction", p.name);
-}
-
 /// The refused writes of token 1 recorded against `id`, by kind.
 async fn stale_kinds(host: &TestHost, id: i64) -> Vec<String> {
     sqlx::query_scalar(host.store.sql(
@@ -256,8 +225,8 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
     let mut a2 = busy(&host, "A2", &stale_held).await;
     let completed: Vec<i64> = completed_held.iter().map(|(id, _)| *id).collect();
     let stale: Vec<i64> = stale_held.iter().map(|(id, _)| *id).collect();
-    stop_outside_a_transaction(&a1, &host, &completed).await;
-    stop_outside_a_transaction(&a2, &host, &stale).await;
+    a1.stop_outside_a_transaction(&host.store, &completed).await;
+    a2.stop_outside_a_transaction(&host.store, &stale).await;
     println!("incident: A1 and A2 stopped after {:?}", started.elapsed());
 
     // --- B takes every lapsed lease over with token 2. ------------------

@@ -90,6 +90,55 @@ impl Proc {
         }
     }
 
+    /// SIGSTOP this process at a moment it holds no lock on the triggers
+    /// `ids`, and return how many tries that took.
+    ///
+    /// A process frozen inside one of its multi-statement transactions (a
+    /// heartbeat is BEGIN; UPDATE triggers; UPDATE attempts; COMMIT) keeps
+    /// its locks while frozen: on PostgreSQL the triggers' row locks, which
+    /// the claim's `FOR UPDATE SKIP LOCKED` then skips, so nobody takes them
+    /// over until it resumes; on SQLite the database's write lock, which
+    /// stalls every writer. That is a hazard of its own (reproduced by
+    /// `faults::a_runner_frozen_inside_its_heartbeat_transaction_does_not_block_the_takeover`),
+    /// not the stale-writer case, so this probes with a no-op write to the
+    /// rows; if the probe waits, the process is continued, the probe is
+    /// awaited until the process has let the lock go, and it is stopped
+    /// again.
+    pub async fn stop_outside_a_transaction(
+        &self,
+        store: &paddock::store::Store,
+        ids: &[i64],
+    ) -> usize {
+        let list = ids
+            .iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let probe = format!("UPDATE triggers SET priority = priority WHERE id IN ({list})");
+        let write = || sqlx::query(sqlx::AssertSqlSafe(probe.clone())).execute(store.pool());
+        for retry in 0..20 {
+            self.signal("STOP");
+            let probed = tokio::time::timeout(Duration::from_secs(2), write()).await;
+            if matches!(probed, Ok(Ok(_))) {
+                return retry;
+            }
+            println!(
+                "{} was stopped holding a lock ({probed:?}); retrying",
+                self.name
+            );
+            self.signal("CONT");
+            // The barrier: the probe goes through once the process has
+            // ended the transaction it was frozen in.
+            let freed = tokio::time::timeout(Duration::from_secs(60), write()).await;
+            assert!(
+                matches!(freed, Ok(Ok(_))),
+                "{} kept its lock after SIGCONT: {freed:?}",
+                self.name
+            );
+        }
+        panic!("{} could not be stopped outside a transaction", self.name);
+    }
+
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
