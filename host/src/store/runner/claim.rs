@@ -24,8 +24,9 @@
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
 //!   and claiming it: the room of each group is read, one scan per group
 //!   with room reads its candidates, the shares are chosen in Rust
-//!   ([`choose_batch`], then [`within_room`]), and each chosen trigger is
-//!   claimed by a prepared statement of its own — in-thread calls, so a row
+//!   ([`choose_batch`], then [`within_room`]), and the chosen batch is
+//!   claimed by two statements whatever its size, its `UPDATE` and its
+//!   attempts' `INSERT` — in-thread calls on cached statements, so a row
 //!   costs SQLite's work and nothing more.
 
 use super::super::dialect::now_ms;
@@ -102,10 +103,13 @@ pub(super) fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: 
     chosen
 }
 
-/// SQLite's claim of one chosen trigger (in the writer's `BEGIN
+/// SQLite's claim of the chosen triggers (in the writer's `BEGIN
 /// IMMEDIATE` transaction, after the candidate scan): `?1` owner, `?2` now,
-/// `?3` lease ms, `?4` trigger ([`crate::model::Transition::Claim`] and
-/// [`crate::model::Transition::TakeOver`]).
+/// `?3` lease ms, `?4` the triggers' ids as a JSON array
+/// ([`crate::model::Transition::Claim`] and
+/// [`crate::model::Transition::TakeOver`]). One statement for the batch:
+/// SQLite opens a cursor on the table and on each of its indexes per
+/// statement, so a statement per row paid that once per job.
 pub(in crate::store) const CLAIM_ROW: &str = concat!(
     "UPDATE triggers SET state = ",
     trigger_state!(running),
@@ -114,7 +118,7 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
          recovery = CASE WHEN state = ",
     trigger_state!(retry_wait),
     " THEN 1 ELSE recovery END \
-     WHERE id = ?4 AND (state = ",
+     WHERE id IN (SELECT value FROM json_each(?4)) AND (state = ",
     trigger_state!(pending),
     " OR state = ",
     trigger_state!(retry_wait),
@@ -561,16 +565,19 @@ fn choose(
             .then(a.score.total_cmp(&b.score))
             .then((a.priority, a.next_run_at, a.id).cmp(&(b.priority, b.next_run_at, b.id)))
     });
-    guaranteed_first(
-        &mut order,
-        |c| {
-            (
-                c.lane == 0,
-                (c.lane != 2).then_some(c.resource_group.as_str()),
-            )
-        },
-        |group| rooms.get(group).map_or(0, |r| r.min_share - r.running),
-    );
+    // Minimum shares reorder only while some group runs short of one.
+    if rooms.values().any(|r| r.min_share > r.running) {
+        guaranteed_first(
+            &mut order,
+            |c| {
+                (
+                    c.lane == 0,
+                    (c.lane != 2).then_some(c.resource_group.as_str()),
+                )
+            },
+            |group| rooms.get(group).map_or(0, |r| r.min_share - r.running),
+        );
+    }
     let (retries, fresh): (Vec<i64>, Vec<i64>) = {
         let (r, f): (Vec<&&Candidate>, Vec<&&Candidate>) = order.iter().partition(|c| c.lane == 0);
         (
@@ -633,7 +640,19 @@ fn claim_in(
     let mut tenant_rooms = HashMap::new();
     let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
     let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
-    let mut claim = tx.prepare_cached(CLAIM_ROW)?;
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(&chosen).expect("ids serialize");
+    let updated = tx
+        .prepare_cached(CLAIM_ROW)?
+        .execute(rusqlite::params![owner, now, lease_ms, ids])?;
+    if updated != chosen.len() {
+        return Err(StoreError::Conflict(format!(
+            "claim of {} triggers updated {updated} rows",
+            chosen.len()
+        )));
+    }
     // An attempt left open by a previous holder (a lapsed lease) is
     // closed as taken over now. Every release path ends its attempt in the
     // transaction that moves the trigger, so only a lapsed lease should
@@ -644,35 +663,36 @@ fn claim_in(
              error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
          WHERE ended_at IS NULL AND trigger_id = ?2",
     )?;
-    let mut open_attempt = tx.prepare_cached(
-        "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, started_at, \
-             lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?;
+    for id in &chosen {
+        if candidates[id].attempts > 0 {
+            close_open.execute(rusqlite::params![now, id])?;
+        }
+    }
+    // The batch's attempts, one statement: attempt number and token are
+    // the row's own, as the claim just incremented them.
     let lease_until = now + lease_ms;
+    let opened: HashMap<i64, i64> = tx
+        .prepare_cached(
+            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, \
+                 started_at, lease_until) \
+             SELECT t.id, t.attempts, ?1, t.fencing_token, ?2, ?3 \
+             FROM json_each(?4) AS j JOIN triggers t ON t.id = j.value \
+             RETURNING trigger_id, id",
+        )?
+        .query_map(rusqlite::params![owner, now, lease_until, ids], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
     let mut claims = Vec::with_capacity(chosen.len());
     for id in chosen {
         let c = candidates.remove(&id).expect("chosen from the candidates");
-        let updated = claim.execute(rusqlite::params![owner, now, lease_ms, id])?;
-        if updated != 1 {
-            return Err(StoreError::Conflict(format!(
-                "claim of trigger {id} updated {updated} rows"
-            )));
-        }
-        if c.attempts > 0 {
-            close_open.execute(rusqlite::params![now, id])?;
-        }
         let (attempt_no, fencing_token) = (c.attempts + 1, c.fencing_token + 1);
-        open_attempt.execute(rusqlite::params![
-            id,
-            attempt_no,
-            owner,
-            fencing_token,
-            now,
-            lease_until
-        ])?;
+        let attempt_id = *opened.get(&id).ok_or_else(|| {
+            StoreError::Conflict(format!("claim of trigger {id} opened no attempt"))
+        })?;
         claims.push(Claim {
             trigger_id: id,
-            attempt_id: tx.last_insert_rowid(),
+            attempt_id,
             attempt_no,
             fencing_token: FencingToken::new(fencing_token),
             lease_until,
