@@ -417,19 +417,7 @@ async fn open_pool(
                 .test_before_acquire(false)
                 .after_connect(|conn, _| {
                     Box::pin(async move {
-                        // WAL lets readers run beside the one writer;
-                        // a writer waits up to 30 s for the lock
-                        // instead of failing at once. Checkpoints are the
-                        // writer's checkpointer's (see `sqlite_writer`):
-                        // a pooled commit starts one only past the same
-                        // fallback threshold as the writer's.
-                        conn.execute(sqlx::AssertSqlSafe(format!(
-                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000; \
-                             PRAGMA wal_autocheckpoint = {};",
-                            sqlite_writer::FALLBACK_AUTOCHECKPOINT
-                        )))
-                        .await?;
+                        conn.execute(sqlite_writer::CONNECTION_PRAGMAS).await?;
                         Ok(())
                     })
                 })

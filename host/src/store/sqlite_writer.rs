@@ -26,8 +26,8 @@
 //! waited on it (measured on `benches/throughput`'s store calls: 5
 //! checkpoints were a fifth of the writer's time). A `PASSIVE` checkpoint
 //! does not take the write lock, so the writer goes on appending while the
-//! other core copies. The writer's own threshold stays, raised to
-//! [`FALLBACK_AUTOCHECKPOINT`] pages, so the log stays bounded even if the
+//! other core copies. SQLite's own threshold stays, raised to 10,000 pages
+//! ([`CONNECTION_PRAGMAS`]), so the log stays bounded even if the
 //! checkpointer falls behind.
 
 use super::{StoreError, StoreResult};
@@ -42,9 +42,15 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 /// file per round, not per commit.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The writer's own `wal_autocheckpoint`, pages (SQLite's default is
-/// 1,000): reached only if the checkpointer falls behind.
-pub(crate) const FALLBACK_AUTOCHECKPOINT: u32 = 10_000;
+/// Every connection to a SQLite store, the pool's and the writer's: WAL,
+/// so readers run beside the one writer; `synchronous = NORMAL` (WAL is
+/// safe with it); foreign keys on; a writer waits up to 30 s for the lock
+/// instead of failing at once; and a commit checkpoints the log itself
+/// only past 10,000 pages (SQLite's default is 1,000) — the fallback if
+/// the checkpointer falls behind.
+pub(crate) const CONNECTION_PRAGMAS: &str = "PRAGMA journal_mode = WAL; \
+     PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000; \
+     PRAGMA wal_autocheckpoint = 10000;";
 
 /// The handle on the writer thread; the thread ends when this is dropped.
 pub(crate) struct SqliteWriter {
@@ -56,16 +62,10 @@ impl SqliteWriter {
     /// with the pool's settings, and start its thread.
     pub(crate) fn open(path: &Path) -> StoreResult<Self> {
         let mut conn = Connection::open(path)?;
-        // As the pool's connections (see `Store::open_with`): WAL, a writer
-        // waits for the lock instead of failing at once, foreign keys on.
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 30000;",
-        )?;
-        conn.pragma_update(None, "wal_autocheckpoint", FALLBACK_AUTOCHECKPOINT)?;
+        conn.execute_batch(CONNECTION_PRAGMAS)?;
         conn.set_prepared_statement_cache_capacity(32);
         let checkpoints = Connection::open(path)?;
-        checkpoints.execute_batch("PRAGMA busy_timeout = 30000;")?;
+        checkpoints.execute_batch(CONNECTION_PRAGMAS)?;
         let (commits, heard) = mpsc::channel::<()>();
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
