@@ -567,11 +567,15 @@ const AUDIT_ANCHOR_EVERY: Duration = Duration::from_secs(60);
 /// list goes to stdout (what a later process resumes); tests and benches
 /// read these lines, so their text is fixed.
 async fn serve(config: NodeConfig) -> anyhow::Result<()> {
+    // Before the node starts: its runner claims and runs attempts at once,
+    // and a SIGTERM that reached the process before the handler was in
+    // place would kill it outright instead of draining them (the anchor's
+    // store, opened below, can take a while on a busy machine).
+    let shutdown = shutdown_signal();
     let drain_timeout = config.runner.drain_timeout;
     let url = config.database_url.clone();
     let node = node::start(config).await?;
     let anchors = audit::anchor_periodically(&url, AUDIT_ANCHOR_EVERY).await?;
-    let shutdown = shutdown_signal();
     let config = node.config();
     eprintln!(
         "paddock serve: runner {} (lease {:?}, heartbeat {:?}), scheduler {} over {} shards",
