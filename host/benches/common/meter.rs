@@ -1,7 +1,8 @@
 //! What a measured run cost the machine and the PostgreSQL server, per job:
 //! WAL records and bytes and the index entries, heap inserts and (HOT)
-//! updates among them (read with `pg_walinspect` over the run's WAL range),
-//! commits (`pg_stat_database`), server and client CPU (`/proc`), and how
+//! updates among them and the commits of writing transactions (read with
+//! `pg_walinspect` over the run's WAL range; without it, commits from
+//! `pg_stat_database`, a lower bound), server and client CPU (`/proc`), and how
 //! busy the machine's cores were — so a figure says which resource ran out.
 
 use paddock::store::Store;
@@ -173,13 +174,16 @@ impl Meter {
         );
         costs.machine_busy = busy as f64 / total as f64;
         costs.server_share = (server - self.server) as f64 / total as f64;
-        // pg_stat_database lags by up to PGSTAT_MIN_INTERVAL (1 s, PG15).
-        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-        let _ = sqlx::query("SELECT pg_stat_clear_snapshot()")
-            .execute(store.pool())
-            .await;
-        costs.commits = (commits(store).await - self.commits) as f64 / jobs;
         let Some(start) = self.lsn else {
+            // No WAL to count commits in: `pg_stat_database`, which lags
+            // by up to PGSTAT_MIN_INTERVAL (1 s, PG15) — and longer for a
+            // pooled connection gone idle, which flushes its counts only
+            // at its next transaction or after 10 s: a lower bound.
+            tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+            let _ = sqlx::query("SELECT pg_stat_clear_snapshot()")
+                .execute(store.pool())
+                .await;
+            costs.commits = (commits(store).await - self.commits) as f64 / jobs;
             return costs;
         };
         let rows: Vec<(String, i64, i64)> = sqlx::query_as(
@@ -206,6 +210,9 @@ impl Meter {
                     costs.heap_updates += count;
                     costs.hot_updates += count;
                 }
+                // Every transaction that wrote, exactly (a read-only one
+                // writes no commit record).
+                "Transaction/COMMIT" => costs.commits += count,
                 _ => {}
             }
         }
