@@ -63,6 +63,7 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
         origin: "schedule".into(),
         scheduled_at: Some(now - 1000),
         partition_key: None,
+        request_key: None,
         params: effect("ledger", "RES-1", "reserve", key, 5),
         requested_by: None,
     };

@@ -285,6 +285,7 @@ async fn due(host: &TestHost, job: &str, ago_ms: i64, params: Value) -> i64 {
         origin: "schedule".into(),
         scheduled_at: Some(now - ago_ms),
         partition_key: None,
+        request_key: None,
         params,
         requested_by: None,
     };

@@ -41,12 +41,17 @@ async fn claim(store: &Store, limit: i64, retry_slots: i64) -> Vec<Claim> {
 
 /// End `claims` as failed, to be retried at once (the recovery lane).
 async fn fail_to_retry(store: &Store, claims: &[Claim]) {
+    fail_to_retry_after(store, claims, 0).await;
+}
+
+/// End `claims` as failed, to be retried `after_ms` from now.
+async fn fail_to_retry_after(store: &Store, claims: &[Claim], after_ms: i64) {
     let ends: Vec<_> = claims
         .iter()
         .map(|c| {
             let end = AttemptEnd {
                 trigger_state: TriggerState::RetryWait,
-                retry_after_ms: Some(0),
+                retry_after_ms: Some(after_ms),
                 result: None,
                 error_class: Some("guest_error".into()),
                 error_message: Some("downstream refused".into()),
@@ -273,6 +278,38 @@ async fn a_tenant_over_its_triggers_per_minute_waits_with_the_reason(db: Db) {
     assert_eq!(
         err.to_string(),
         "tenant 'a': triggers-per-minute must be positive, not 0"
+    );
+}
+
+db_test!(a_retried_manual_run_counts_once_in_its_tenants_minute);
+/// A manual run counts in its tenant's per-minute window at the time it
+/// was made due for (`quota_due_at`): a retry that moves it 30 s later
+/// does not count it again there, so at 1 a minute the tenant's next run
+/// is due a minute after the first, not a minute after the retry.
+async fn a_retried_manual_run_counts_once_in_its_tenants_minute(db: Db) {
+    let host = TestHost::new(db).await;
+    let mut a = quota("a", 1, None);
+    a.triggers_per_minute = Some(1);
+    host.registry.tenant_put(&a, "admin").await.unwrap();
+    group_with(&host, "g", 100, GroupShares::default()).await;
+    tenant_job(&host, "ja", "a", "g").await;
+    triggers(&host, "ja", 1).await;
+    let claims = claim(&host.store, 10, 0).await;
+    assert_eq!(claims.len(), 1);
+    fail_to_retry_after(&host.store, &claims, 30_000).await;
+    triggers(&host, "ja", 1).await;
+    let listed = host.store.triggers_list(100).await.unwrap();
+    let first = listed
+        .iter()
+        .find(|t| t.id == claims[0].trigger_id)
+        .unwrap();
+    assert_eq!(first.state, "retry_wait");
+    assert!(first.next_run_at >= first.scheduled_at + 30_000);
+    let second = listed.iter().find(|t| t.id != first.id).unwrap();
+    assert_eq!(
+        second.next_run_at - first.scheduled_at,
+        60_000,
+        "due a minute after the first run's own time, not after its retry"
     );
 }
 

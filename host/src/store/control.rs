@@ -290,9 +290,9 @@ impl ControlStore for Store {
         // insert's transaction, its row locked on PostgreSQL, so creators
         // racing for the same minute queue up instead of all getting in.
         let (mut tx, _turn) = self.begin_write().await?;
-        if let (Some(partition), "manual") = (&new.partition_key, new.origin.as_str())
+        if let (Some(request_key), "manual") = (&new.request_key, new.origin.as_str())
             && let Some(key) = self
-                .existing_request(&mut tx, &new.job_id, partition)
+                .existing_request(&mut tx, &new.job_id, request_key)
                 .await?
         {
             tx.commit().await?;
@@ -306,18 +306,18 @@ impl ControlStore for Store {
             &plan.resource_group,
         )
         .await?;
-        let next_run_at = if new.origin == "manual" {
+        let (next_run_at, quota_due_at) = if new.origin == "manual" {
             self.manual_due_at(&mut tx, &job.tenant, scheduled_at)
                 .await?
         } else {
-            scheduled_at
+            (scheduled_at, None)
         };
         let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
-             scheduled_at, partition_key, params, state, priority, next_run_at, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+             scheduled_at, partition_key, request_key, params, state, priority, next_run_at, \
+             quota_due_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             trigger_state!(pending),
-            ", ?, ?, ",
+            ", ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -331,9 +331,11 @@ impl ControlStore for Store {
         .bind(&new.origin)
         .bind(scheduled_at)
         .bind(&new.partition_key)
+        .bind(new.request_key.as_ref().filter(|_| new.origin == "manual"))
         .bind(&params)
         .bind(spec.priority as i64)
         .bind(next_run_at)
+        .bind(quota_due_at)
         .execute(&mut *tx)
         .await?
         .rows_affected()

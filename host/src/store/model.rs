@@ -104,6 +104,10 @@ pub struct NewTrigger {
     /// None: the database's now.
     pub scheduled_at: Option<i64>,
     pub partition_key: Option<String>,
+    /// A manual run's request key, when the client gave one: the same key
+    /// is the same run for as long as its trigger is kept
+    /// (`store/requests.rs`). None for every other trigger.
+    pub request_key: Option<String>,
     /// JSON object merged over the plan's params at run time.
     pub params: serde_json::Value,
     /// Who asked for a manual run (the audit entry's actor); see
@@ -117,16 +121,15 @@ impl NewTrigger {
     /// `request_key` lets a client retry a request without creating a second
     /// run; without one, every call is a new run.
     pub fn manual(job_id: &str, params: serde_json::Value, request_key: Option<&str>) -> Self {
-        let key = match request_key {
-            Some(k) => k.to_string(),
-            None => format!("{:016x}", rand::random::<u64>()),
-        };
+        let key =
+            request_key.map_or_else(|| format!("{:016x}", rand::random::<u64>()), str::to_string);
         Self {
             job_id: job_id.to_string(),
             plan_version: None,
             origin: "manual".into(),
             scheduled_at: None,
             partition_key: Some(format!("manual-{key}")),
+            request_key: request_key.map(str::to_string),
             params,
             requested_by: None,
         }

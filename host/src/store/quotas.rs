@@ -34,17 +34,19 @@ pub struct RampNow {
 
 impl Store {
     /// When a manual trigger `tenant` asks to run at `wanted` may become
-    /// due under the tenant's per-minute quota: `wanted`, or — when the
-    /// tenant already has that many manual triggers due within a minute
-    /// before it or later — a minute after the quota-th latest of them, so
-    /// no minute holds more than the quota. In the creating transaction;
-    /// the tenant's row is locked on PostgreSQL.
+    /// due under the tenant's per-minute quota, and the time it counts in
+    /// the quota's window (`quota_due_at`, the same; `None` without a
+    /// quota): `wanted`, or — when the tenant already has that many manual
+    /// triggers counted within a minute before it or later — a minute after
+    /// the quota-th latest of them, so no minute holds more than the quota.
+    /// In the creating transaction; the tenant's row is locked on
+    /// PostgreSQL.
     pub(super) async fn manual_due_at(
         &self,
         tx: &mut Tx,
         tenant: &str,
         wanted: i64,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<(i64, Option<i64>)> {
         let quota: Option<Option<i64>> = sqlx::query_scalar(self.sql(match self.dialect {
             Dialect::Sqlite => "SELECT triggers_per_minute FROM tenants WHERE tenant = ?",
             Dialect::Postgres => {
@@ -55,19 +57,21 @@ impl Store {
         .fetch_optional(&mut **tx)
         .await?;
         let Some(Some(per_minute)) = quota else {
-            return Ok(wanted);
+            return Ok((wanted, None));
         };
-        // `origin = 'manual'` spelled as the partial index `triggers_manual` is.
+        // Only runs counted against a quota are in `triggers_manual`
+        // (migration 0022), so a tenant without one pays no index entry.
         let latest: Option<i64> = sqlx::query_scalar(self.sql(
-            "SELECT next_run_at FROM triggers WHERE tenant = ? AND origin = 'manual' \
-             AND next_run_at > ? ORDER BY next_run_at DESC LIMIT 1 OFFSET ?",
+            "SELECT quota_due_at FROM triggers WHERE tenant = ? AND quota_due_at > ? \
+             ORDER BY quota_due_at DESC LIMIT 1 OFFSET ?",
         ))
         .bind(tenant)
         .bind(wanted - MINUTE_MS)
         .bind(per_minute - 1)
         .fetch_optional(&mut **tx)
         .await?;
-        Ok(latest.map_or(wanted, |at| wanted.max(at + MINUTE_MS)))
+        let due = latest.map_or(wanted, |at| wanted.max(at + MINUTE_MS));
+        Ok((due, Some(due)))
     }
 
     /// Add what a serving process's guests burnt, per tenant, to this
