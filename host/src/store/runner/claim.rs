@@ -15,10 +15,11 @@
 //! the number of processes. Takeovers of lapsed leases need no room (the
 //! trigger is already counted).
 //!
-//! - PostgreSQL: a transaction of two statements: the groups' rows locked
-//!   (claims serialize on them, so each counts the others' claims), then
-//!   one statement whose candidates are locked with `FOR UPDATE SKIP
-//!   LOCKED` (see [`super::postgres`]).
+//! - PostgreSQL: a transaction of three statements: the groups' rows
+//!   locked (claims serialize on them, so each counts the others'
+//!   claims), the candidates of every lane locked with `FOR UPDATE SKIP
+//!   LOCKED` and scored here, then the claim of the batch [`choose`] picks
+//!   (see [`super::postgres`]).
 //! - SQLite: one transaction on the writer thread (see
 //!   [`super::sqlite_writer`]). The write lock is held from the first read
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
@@ -37,52 +38,60 @@ use crate::trigger_state;
 use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 
-/// A claimable trigger as SQLite's candidate scan reports it, before the
-/// claim (columns in this field order).
-struct Candidate {
-    id: i64,
+/// A claimable trigger as a claim's candidate scan reports it: what the
+/// choice of a batch needs ([`choose`], the same on both databases).
+pub(super) struct Candidate {
+    pub id: i64,
     /// 0 the recovery lane (due retries, catch-up fires, backfills), 1 due
     /// fresh work, 2 lapsed leases (1 and 2 are the fresh lane).
-    lane: i64,
-    priority: i64,
-    next_run_at: i64,
+    pub lane: i64,
+    pub priority: i64,
+    pub next_run_at: i64,
+    pub tenant: String,
+    pub resource_group: String,
+    /// Its place in its lane's order ([`fair_score`]; takeovers first).
+    pub score: f64,
+}
+
+/// What SQLite's claim reads of a candidate beyond the choice, to make
+/// its [`Claim`] (PostgreSQL's claim returns it from the `UPDATE`).
+struct Claimable {
     attempts: i64,
     fencing_token: i64,
     job_id: String,
-    tenant: String,
     plan_version: i64,
     plan_key: String,
     scheduled_at: i64,
     params: String,
-    resource_group: String,
     origin: String,
     /// When its first attempt started, if it had one.
     first_started_at: Option<i64>,
-    /// Its place in its lane's order ([`fair_score`]; takeovers first).
-    score: f64,
 }
 
-impl Candidate {
-    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
+/// A candidate row of SQLite's scan ([`candidate_columns`]).
+fn candidate_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Candidate, Claimable)> {
+    Ok((
+        Candidate {
             id: row.get(0)?,
             lane: row.get(1)?,
             priority: row.get(2)?,
             next_run_at: row.get(3)?,
+            tenant: row.get(7)?,
+            resource_group: row.get(12)?,
+            score: TAKEOVER_SCORE,
+        },
+        Claimable {
             attempts: row.get(4)?,
             fencing_token: row.get(5)?,
             job_id: row.get(6)?,
-            tenant: row.get(7)?,
             plan_version: row.get(8)?,
             plan_key: row.get(9)?,
             scheduled_at: row.get(10)?,
             params: row.get(11)?,
-            resource_group: row.get(12)?,
             origin: row.get(13)?,
             first_started_at: row.get(14)?,
-            score: TAKEOVER_SCORE,
-        })
-    }
+        },
+    ))
 }
 
 /// The lanes' shares of a batch: up to `share` retries first, then fresh
@@ -208,20 +217,20 @@ const ROOM: &str = concat!(
 
 /// A group as a claim sees it ([`ROOM`]).
 #[derive(Clone, Copy)]
-struct Room {
-    room: i64,
-    aging_ms: i64,
-    effective: i64,
-    running: i64,
-    min_share: i64,
-    recovery_share_pct: i64,
-    recovery_ramp_pct: i64,
-    recovering: i64,
+pub(super) struct Room {
+    pub room: i64,
+    pub aging_ms: i64,
+    pub effective: i64,
+    pub running: i64,
+    pub min_share: i64,
+    pub recovery_share_pct: i64,
+    pub recovery_ramp_pct: i64,
+    pub recovering: i64,
 }
 
 /// Where a takeover goes in its lane: first (its attempt already started
 /// and is stuck; it needs no room).
-const TAKEOVER_SCORE: f64 = -1e9;
+pub(super) const TAKEOVER_SCORE: f64 = -1e9;
 
 /// The fair-share score of a tenant's `k`-th (1-based, in its queue's
 /// order) candidate in a lane: its running attempts plus `k`, over its
@@ -229,8 +238,8 @@ const TAKEOVER_SCORE: f64 = -1e9;
 /// k by k (stride scheduling) — less an aging bonus of up to one slot as
 /// its oldest candidate waits (`head_wait_ms` of `aging_ms`): a waiting
 /// tenant gains on equals, and a flood's backlog, however old, never buys
-/// more than one slot. Lower goes first. PostgreSQL's claim computes the
-/// same expression (`store/runner/postgres.rs`).
+/// more than one slot. Lower goes first. Both databases' claims score
+/// with it ([`score_queue`]).
 pub(super) fn fair_score(
     running: i64,
     k: i64,
@@ -304,7 +313,7 @@ fn candidates_in(
     limit: i64,
     rooms: &HashMap<String, Room>,
     tenant_rooms: &mut HashMap<String, i64>,
-) -> StoreResult<HashMap<i64, Candidate>> {
+) -> StoreResult<(HashMap<i64, Candidate>, HashMap<i64, Claimable>)> {
     // Each lane is an ordered walk of an index that stops after its rows:
     // `triggers_recovery` and `triggers_pending` (resource_group, tenant,
     // priority, next_run_at, id) per (group, tenant); lapsed leases are
@@ -335,7 +344,11 @@ fn candidates_in(
         running_rows!(""),
         " AND resource_group = ?1 AND tenant = ?2"
     ))?;
-    let mut candidates = HashMap::new();
+    let (mut candidates, mut claimables) = (HashMap::new(), HashMap::new());
+    let mut keep = |(c, claimable): (Candidate, Claimable)| {
+        claimables.insert(c.id, claimable);
+        c
+    };
     for (group, room) in rooms {
         if room.room <= 0 {
             continue;
@@ -356,8 +369,9 @@ fn candidates_in(
             let mut queue = due
                 .query_map(
                     rusqlite::params![now, limit.min(room.room).min(tenant_room), group, tenant],
-                    Candidate::from_row,
+                    candidate_from_row,
                 )?
+                .map(|row| row.map(&mut keep))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             score_queue(&mut queue, running, weight, now, room.aging_ms);
             candidates.extend(queue.into_iter().map(|c| (c.id, c)));
@@ -370,11 +384,11 @@ fn candidates_in(
         " AND lease_until < ?1 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)) AS c \
          JOIN triggers t ON t.id = c.id"
     ))?;
-    for c in lapsed.query_map(rusqlite::params![now, limit], Candidate::from_row)? {
-        let c = c?;
+    for row in lapsed.query_map(rusqlite::params![now, limit], candidate_from_row)? {
+        let c = keep(row?);
         candidates.insert(c.id, c);
     }
-    Ok(candidates)
+    Ok((candidates, claimables))
 }
 
 /// A tenant's weight and its room in this claim: none while held over a
@@ -418,7 +432,13 @@ fn tenant_share(
 /// Score one tenant's queue in a group ([`fair_score`]): in each lane, its
 /// k-th candidate in (priority, next_run_at, id) order, aged by the lane's
 /// oldest.
-fn score_queue(queue: &mut [Candidate], running: i64, weight: i64, now: i64, aging_ms: i64) {
+pub(super) fn score_queue(
+    queue: &mut [Candidate],
+    running: i64,
+    weight: i64,
+    now: i64,
+    aging_ms: i64,
+) {
     queue.sort_unstable_by_key(|c| (c.lane, c.priority, c.next_run_at, c.id));
     for lane in [0, 1] {
         let head = queue
@@ -460,7 +480,6 @@ fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, Room>>
 /// every other candidate but takeovers, keeping their order; the rest
 /// keep theirs behind them. `key` says whether a candidate is in the
 /// recovery lane and its group (`None` for a takeover, which stays first).
-/// PostgreSQL's claim orders the same way (`store/runner/postgres.rs`).
 pub(super) fn guaranteed_first<'a, T: Copy>(
     order: &mut [T],
     key: impl Fn(&T) -> (bool, Option<&'a str>),
@@ -506,8 +525,7 @@ pub(super) struct Rooms {
 /// claim of the recovery lane is kept only within its group's recovery
 /// room; then a new claim is kept if it is within its group's room and
 /// within its tenant's (those ranks count every new claim chosen before
-/// it that the recovery cut left, kept or not — the same cut PostgreSQL's
-/// claim makes with `row_number()`). A tenant without a room
+/// it that the recovery cut left, kept or not). A tenant without a room
 /// entry has no max in flight; a group without a recovery entry has no
 /// recovery ceiling. Takeovers (`of` says `None`) are always kept, since
 /// the trigger they take over is already counted as running.
@@ -549,7 +567,7 @@ pub(super) fn within_room<'a>(
 /// The batch, in claim order: each lane in fair-share order with groups
 /// short of their minimum share first ([`guaranteed_first`]), the lanes'
 /// shares ([`choose_batch`]), then the cut to the rooms ([`within_room`]).
-fn choose(
+pub(super) fn choose(
     candidates: &HashMap<i64, Candidate>,
     rooms: &HashMap<String, Room>,
     tenant_rooms: HashMap<String, i64>,
@@ -638,7 +656,8 @@ fn claim_in(
     };
     let rooms = room_in(tx)?;
     let mut tenant_rooms = HashMap::new();
-    let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
+    let (mut candidates, mut claimables) =
+        candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
     let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
     if chosen.is_empty() {
         return Ok(Vec::new());
@@ -664,7 +683,7 @@ fn claim_in(
          WHERE ended_at IS NULL AND trigger_id = ?2",
     )?;
     for id in &chosen {
-        if candidates[id].attempts > 0 {
+        if claimables[id].attempts > 0 {
             close_open.execute(rusqlite::params![now, id])?;
         }
     }
@@ -686,7 +705,8 @@ fn claim_in(
     let mut claims = Vec::with_capacity(chosen.len());
     for id in chosen {
         let c = candidates.remove(&id).expect("chosen from the candidates");
-        let (attempt_no, fencing_token) = (c.attempts + 1, c.fencing_token + 1);
+        let r = claimables.remove(&id).expect("read with its candidate");
+        let (attempt_no, fencing_token) = (r.attempts + 1, r.fencing_token + 1);
         let attempt_id = *opened.get(&id).ok_or_else(|| {
             StoreError::Conflict(format!("claim of trigger {id} opened no attempt"))
         })?;
@@ -696,16 +716,16 @@ fn claim_in(
             attempt_no,
             fencing_token: FencingToken::new(fencing_token),
             lease_until,
-            job_id: c.job_id,
+            job_id: r.job_id,
             tenant: c.tenant,
-            plan_version: c.plan_version,
-            plan_key: c.plan_key,
-            scheduled_at: c.scheduled_at,
-            params: c.params,
+            plan_version: r.plan_version,
+            plan_key: r.plan_key,
+            scheduled_at: r.scheduled_at,
+            params: r.params,
             resource_group: c.resource_group,
-            origin: c.origin,
+            origin: r.origin,
             started_at: now,
-            first_started_at: c.first_started_at.unwrap_or(now),
+            first_started_at: r.first_started_at.unwrap_or(now),
         });
     }
     Ok(claims)

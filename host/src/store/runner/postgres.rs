@@ -1,31 +1,39 @@
-//! PostgreSQL's hot path: a claim and a group commit, each **one
-//! statement** — one commit whatever the batch (the claim's statement
-//! follows the lock of the groups' rows in its transaction) — run on
-//! the native driver's pool ([`Store::hot`]), written for PostgreSQL
-//! (CTEs, `FOR UPDATE SKIP LOCKED`, arrays and `unnest`, `RETURNING`)
-//! rather than in the SQLite spelling and rewritten. The contract is
-//! [`RunnerStore::claim`] and [`RunnerStore::attempt_finish_batch`], the
-//! same on both databases (the conformance suite runs on both).
+//! PostgreSQL's hot path: a claim and a group commit — one commit each
+//! whatever the batch — run on the native driver's pool ([`Store::hot`]),
+//! written for PostgreSQL (CTEs, `FOR UPDATE SKIP LOCKED`, arrays and
+//! `unnest`, `RETURNING`) rather than in the SQLite spelling and
+//! rewritten. The contract is [`RunnerStore::claim`] and
+//! [`RunnerStore::attempt_finish_batch`], the same on both databases (the
+//! conformance suite runs on both).
 //!
-//! Why one statement: a statement is atomic on its own (an implicit
-//! transaction), and every step of a claim or a commit is a function of the
-//! step before it, which data-modifying CTEs express — so a `BEGIN`, the
-//! steps and a `COMMIT` (4-6 round trips, each waiting on the network and
-//! the server) become one. The plans: every walk is an ordered scan of a
-//! partial index that stops after its batch, and every other access is by
-//! primary or unique key from a handful of rows, so no statistic can make a
-//! plan read the backlog (see `docs/architecture.md`, "PostgreSQL hot
-//! path"); the hot pool's sessions forbid the scans and sorts a stale
-//! statistic could choose, so the one generic plan each statement keeps
-//! (see [`super::super::HOT_SESSION`]) is as good on a large table as on
-//! the small one it was made on.
+//! The group commit is **one statement**: a statement is atomic on its own
+//! (an implicit transaction), and every step of a commit is a function of
+//! the step before it, which data-modifying CTEs express — so a `BEGIN`,
+//! the steps and a `COMMIT` (4-6 round trips, each waiting on the network
+//! and the server) become one. The claim is one transaction of three: the
+//! groups' lock ([`LOCK_GROUPS`]), the candidates ([`CANDIDATES`]: every
+//! lane's queues, locked, with what the choice needs), and the claim of
+//! the batch the client chose ([`CLAIM`]) with the same code as SQLite
+//! ([`super::claim::choose`]): the fair-share ranking — windows, each a
+//! sort — cost the server more than the round trip it saves, and the
+//! server is what every process shares. The plans: every walk is an
+//! ordered scan of a partial index that stops after its batch, and every
+//! other access is by primary or unique key from a handful of rows, so no
+//! statistic can make a plan read the backlog (see
+//! `docs/architecture.md`, "PostgreSQL hot path"); the hot pool's sessions
+//! forbid the scans and sorts a stale statistic could choose, so the one
+//! generic plan each statement keeps (see [`super::super::HOT_SESSION`])
+//! is as good on a large table as on the small one it was made on.
 
 use super::super::fence::lease_fence;
 use super::super::*;
-use super::claim::{fresh_lane, recovery_lane, running_rows};
+use super::claim::{
+    Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, recovery_lane, running_rows, score_queue,
+};
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
 use crate::trigger_state;
+use std::collections::HashMap;
 
 /// The database clock on PostgreSQL (see [`super::super::dialect::POSTGRES_NOW`]).
 macro_rules! pg_now {
@@ -81,60 +89,56 @@ macro_rules! tenants_walk {
 }
 
 /// One queue of a claim lane: per (group, tenant) with due work of the
-/// lane (`$lane`, its predicate), at most the group's room (and `$4`)
-/// rows in (priority, next_run_at, id) order, locked — an ordered probe of
-/// that lane's claim index — each scored by [`super::claim::fair_score`]:
-/// (running + k) / weight less an aging bonus of at most 1 as the tenant's
-/// oldest candidate waits.
+/// lane (`$lane`, its predicate; `$no` its number, see
+/// [`super::claim::Candidate::lane`]), at most the group's room, the
+/// tenant's and the claim's limit (`$2`) rows in (priority, next_run_at,
+/// id) order, locked — an ordered probe of that lane's claim index — with
+/// what the tenant's fair-share score needs (its running count in the
+/// group and its weight) and its room.
 macro_rules! claim_queue {
-    ($($lane:tt)+) => {
+    ($no:literal, $($lane:tt)+) => {
         concat!(
-            "SELECT q.id, q.resource_group, q.priority, q.next_run_at, false AS takeover, \
-         s.tenant, s.t_room, \
-         (s.running + row_number() OVER (PARTITION BY s.grp, s.tenant \
-             ORDER BY q.priority, q.next_run_at, q.id))::FLOAT8 / s.weight \
-         - least(greatest((SELECT now FROM clock) - min(q.next_run_at) OVER \
-             (PARTITION BY s.grp, s.tenant), 0)::FLOAT8 / s.aging_ms, 1.0) AS score \
-     FROM tenancy s CROSS JOIN LATERAL (SELECT id, resource_group, priority, next_run_at \
-         FROM triggers WHERE ",
+            "SELECT q.id, ",
+            $no,
+            "::BIGINT AS lane, q.priority, q.next_run_at, s.grp AS resource_group, s.tenant, \
+         s.running AS t_running, s.weight, s.t_room, s.limited \
+     FROM tenancy s CROSS JOIN LATERAL (SELECT id, priority, next_run_at FROM triggers WHERE ",
             $($lane)+,
             " AND resource_group = s.grp AND tenant = s.tenant \
          AND next_run_at <= (SELECT now FROM clock) \
-         ORDER BY priority, next_run_at, id LIMIT greatest(least($4, s.room, s.t_room), 0) \
+         ORDER BY priority, next_run_at, id LIMIT greatest(least($2, s.room, s.t_room), 0) \
          FOR UPDATE SKIP LOCKED) AS q"
         )
     };
 }
 
-/// Lane 1, recovery: due retries ([`crate::model::Transition::Claim`]
+/// Lane 0, recovery: due retries ([`crate::model::Transition::Claim`]
 /// from `retry_wait`) and due pending catch-up fires and backfills —
 /// every (group, tenant) queue of them ([`claim_queue`]).
 macro_rules! claim_retries {
     () => {
-        claim_queue!(recovery_lane!(""))
+        claim_queue!("0", recovery_lane!(""))
     };
 }
 #[cfg(test)]
 pub(in crate::store) const CLAIM_RETRIES: &str = claim_retries!();
 
-/// Lane 2, fresh work: due `pending` triggers not in the recovery lane,
-/// queued as the recovery lane's are,
-/// and `running` ones whose lease lapsed (`triggers_running`, longest lapsed
-/// first, whatever their group's room: a takeover adds nothing to the
-/// running count; first in the lane, since their attempt is stuck) —
+/// Lanes 1 and 2, fresh work: due `pending` triggers not in the recovery
+/// lane, queued as the recovery lane's are, and `running` ones whose
+/// lease lapsed (`triggers_running`, longest lapsed first, whatever their
+/// group's room: a takeover adds nothing to the running count) —
 /// [`crate::model::Transition::Claim`] from `pending`,
 /// [`crate::model::Transition::TakeOver`] from `running`.
 macro_rules! claim_fresh {
     () => {
         concat!(
-            claim_queue!(fresh_lane!("")),
+            claim_queue!("1", fresh_lane!("")),
             " UNION ALL \
-     SELECT id, resource_group, priority, next_run_at, true, NULL, NULL, -1e9::FLOAT8 \
-     FROM (SELECT id, \
-         resource_group, priority, next_run_at FROM triggers WHERE state = ",
+     SELECT id, 2, priority, next_run_at, resource_group, tenant, 0, 1, 0, false \
+     FROM (SELECT id, resource_group, tenant, priority, next_run_at FROM triggers WHERE state = ",
             trigger_state!(running),
             " AND lease_until < (SELECT now FROM clock) \
-         ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED) AS lapsed"
+         ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED) AS lapsed"
         )
     };
 }
@@ -143,10 +147,10 @@ pub(in crate::store) const CLAIM_FRESH: &str = claim_fresh!();
 
 /// The claim of the chosen rows: token + 1, lease on the database clock.
 /// Its guard is the lanes': the rows were selected by state and are
-/// locked by this statement until it ends, so their state cannot change
-/// in between. Rows are found by `id = ANY(array)` — key lookups from the
-/// batch, never a join whose order statistics could turn round (a plan
-/// that walks `triggers` and probes the batch reads the whole table).
+/// locked by this transaction since [`CANDIDATES`], so their state cannot
+/// change in between. Rows are found by `id = ANY(array)` — key lookups
+/// from the batch, never a join whose order statistics could turn round (a
+/// plan that walks `triggers` and probes the batch reads the whole table).
 macro_rules! claim_update {
     () => {
         concat!(
@@ -168,47 +172,23 @@ macro_rules! claim_update {
 #[cfg(test)]
 pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
 
-/// A lane's candidates in claim order (`n`): takeovers first, then each
-/// group's first candidates — as many as it runs short of its minimum
-/// share — then the rest, each part by fair-share score, then (priority,
-/// next_run_at, id): [`super::claim::guaranteed_first`]'s order.
-macro_rules! lane_order {
-    ($($lane:tt)+) => {
-        concat!(
-            "SELECT id, resource_group, takeover, tenant, t_room, row_number() OVER (ORDER BY \
-             CASE WHEN takeover THEN 0 WHEN gk <= min_share - running THEN 1 ELSE 2 END, \
-             score, priority, next_run_at, id) AS n \
-         FROM (SELECT lane.*, room.min_share, room.running, row_number() OVER \
-             (PARTITION BY lane.resource_group, lane.takeover \
-              ORDER BY lane.score, lane.priority, lane.next_run_at, lane.id) AS gk \
-             FROM (",
-            $($lane)+,
-            ") AS lane LEFT JOIN room ON room.name = lane.resource_group) AS ranked"
-        )
-    };
-}
-
 /// Claims serialize on the groups' rows, taken in name order before the
-/// claim statement reads its snapshot: the room a claim counts then
-/// includes every claim committed before it, in any process, so no group
-/// runs more than its effective concurrency. (Inside one statement the
+/// claim's candidates are read: the room a claim counts then includes
+/// every claim committed before it, in any process, so no group runs more
+/// than its effective concurrency. (Inside the candidates' statement the
 /// lock would come too late: its snapshot predates the wait.) Ends do not
 /// take it — they only make room, and a claim that misses one claims less.
 const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE";
 
-/// The whole claim: `$1` an injected now (tests) or NULL, `$2` owner, `$3`
-/// lease ms, `$4` limit, `$5` the retry lane's share. The shares are
-/// [`super::claim::choose_batch`]'s: up to `$5` retries, fresh work for
-/// the rest, then more retries if fresh work left room and the share was
-/// filled; then [`super::claim::within_room`]'s cut: in that order (`ord`),
-/// each group's recovery lane up to its recovery room (its ceiling —
-/// the ramp's step, and the share while fresh work waits — less its
-/// running recovery), then each group's new claims up to its room and
-/// each tenant's up to its room under its max in flight (none if held).
-/// A trigger claimed again gets any attempt a previous holder left open
-/// closed as `expired`, and its first start is read for the total-time
-/// budget; every claimed trigger gets its new attempt row.
-const CLAIM: &str = concat!(
+/// A claim's candidates, locked (`FOR UPDATE SKIP LOCKED`): `$1` an
+/// injected now (tests) or NULL, `$2` the claim's limit. Every lane's
+/// queue per (group with room, tenant with due work) and the lapsed
+/// leases, each row with its tenant's score inputs and room and its
+/// group's room and shares — the choice is made by the client, with the
+/// same code as SQLite's ([`super::claim::choose`]): the database does
+/// what only it can (lock, count, walk its indexes) and no sort or window
+/// of the ranking runs on the server every process shares.
+const CANDIDATES: &str = concat!(
     "WITH RECURSIVE clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
     pg_now!(),
     ")), \
@@ -219,9 +199,9 @@ const CLAIM: &str = concat!(
     ", ",
     tenants_walk!("retry_tenants", recovery_lane!("t.")),
     ", \
-     tenancy AS MATERIALIZED (SELECT q.grp, q.tenant, room.room, room.aging_ms, \
-         coalesce(w.weight, 1) AS weight, \
-         CASE WHEN w.held IS NOT NULL THEN 0 WHEN w.max_in_flight IS NULL THEN $4 \
+     tenancy AS MATERIALIZED (SELECT q.grp, q.tenant, room.room, coalesce(w.weight, 1) AS weight, \
+         (w.held IS NOT NULL OR w.max_in_flight IS NOT NULL) AS limited, \
+         CASE WHEN w.held IS NOT NULL THEN 0 WHEN w.max_in_flight IS NULL THEN $2 \
              ELSE w.max_in_flight - (SELECT count(*) FROM triggers r WHERE ",
     running_rows!("r."),
     " AND r.tenant = q.tenant) END AS t_room, \
@@ -230,37 +210,28 @@ const CLAIM: &str = concat!(
     " AND r.resource_group = q.grp AND r.tenant = q.tenant) AS running \
          FROM (SELECT grp, tenant FROM pending_tenants WHERE tenant IS NOT NULL \
              UNION SELECT grp, tenant FROM retry_tenants WHERE tenant IS NOT NULL) AS q \
-         JOIN room ON room.name = q.grp LEFT JOIN tenants w ON w.tenant = q.tenant), \
-     retry AS MATERIALIZED (",
-    lane_order!(claim_retries!()),
-    "), \
-     fresh AS MATERIALIZED (",
-    lane_order!(claim_fresh!()),
-    "), \
-     counts AS (SELECT least($5, (SELECT count(*) FROM retry)) AS r_first, \
-         (SELECT count(*) FROM retry) AS r_all, (SELECT count(*) FROM fresh) AS f_all), \
-     shares AS (SELECT r_first, r_first + CASE WHEN r_first = $5 \
-             THEN least($4 - r_first - least($4 - r_first, f_all), r_all - r_first) ELSE 0 END \
-             AS r_take, \
-         least($4 - r_first, f_all) AS f_take FROM counts), \
-     picked AS (SELECT id, resource_group, takeover, tenant, t_room, true AS recovery, \
-             CASE WHEN n <= r_first THEN n ELSE $4 + n END AS ord \
-         FROM retry, shares WHERE n <= r_take \
-         UNION ALL SELECT id, resource_group, takeover, tenant, t_room, false, r_first + n \
-         FROM fresh, shares WHERE n <= f_take), \
-     recovery_room AS (SELECT room.name, greatest(1, (room.eff * CASE WHEN EXISTS \
-             (SELECT 1 FROM fresh f WHERE f.resource_group = room.name AND NOT f.takeover) \
-         THEN least(room.recovery_share_pct, room.recovery_ramp_pct) \
-         ELSE room.recovery_ramp_pct END + 99) / 100) - room.recovering AS r_room FROM room), \
-     admitted AS (SELECT p.*, row_number() OVER (PARTITION BY p.resource_group, p.takeover, \
-             p.recovery ORDER BY p.ord) AS kr FROM picked p), \
-     chosen AS (SELECT id FROM (SELECT a.id, a.takeover, room.room, a.t_room, \
-             row_number() OVER (PARTITION BY a.resource_group, a.takeover ORDER BY a.ord) AS k, \
-             row_number() OVER (PARTITION BY a.tenant, a.takeover ORDER BY a.ord) AS kt \
-         FROM admitted a LEFT JOIN room ON room.name = a.resource_group \
-         LEFT JOIN recovery_room rr ON rr.name = a.resource_group \
-         WHERE a.takeover OR NOT a.recovery OR a.kr <= rr.r_room) AS cut \
-         WHERE takeover OR (k <= room AND kt <= t_room)), \
+         JOIN room ON room.name = q.grp LEFT JOIN tenants w ON w.tenant = q.tenant) \
+     SELECT c.id, c.lane, c.priority, c.next_run_at, c.resource_group, c.tenant, \
+         c.t_running::BIGINT AS t_running, c.weight::BIGINT AS weight, \
+         c.t_room::BIGINT AS t_room, c.limited, (SELECT now FROM clock) AS now, \
+         g.aging_ms, g.eff::BIGINT AS eff, g.running::BIGINT AS g_running, g.min_share, \
+         g.recovery_share_pct, g.recovery_ramp_pct, g.recovering::BIGINT AS recovering, \
+         g.room::BIGINT AS room \
+     FROM (",
+    claim_retries!(),
+    " UNION ALL ",
+    claim_fresh!(),
+    ") AS c LEFT JOIN room g ON g.name = c.resource_group"
+);
+
+/// The claim of the chosen batch: `$1` the candidates' now, `$2` owner,
+/// `$3` lease ms, `$4` the chosen triggers' ids. A trigger claimed again
+/// gets any attempt a previous holder left open closed as `expired`, and
+/// its first start is read for the total-time budget; every claimed
+/// trigger gets its new attempt row.
+const CLAIM: &str = concat!(
+    "WITH clock (now) AS MATERIALIZED (SELECT $1::BIGINT), \
+     chosen AS (SELECT unnest($4::BIGINT[]) AS id), \
      claimed AS (",
     claim_update!(),
     "), \
@@ -280,6 +251,104 @@ const CLAIM: &str = concat!(
      FROM claimed c JOIN opened o ON o.trigger_id = c.id \
      LEFT JOIN firsts f ON f.trigger_id = c.id"
 );
+
+/// A candidate as [`CANDIDATES`] returns it.
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
+    id: i64,
+    lane: i64,
+    priority: i64,
+    next_run_at: i64,
+    resource_group: String,
+    tenant: String,
+    t_running: i64,
+    weight: i64,
+    t_room: i64,
+    limited: bool,
+    now: i64,
+    aging_ms: Option<i64>,
+    eff: Option<i64>,
+    g_running: Option<i64>,
+    min_share: Option<i64>,
+    recovery_share_pct: Option<i64>,
+    recovery_ramp_pct: Option<i64>,
+    recovering: Option<i64>,
+    room: Option<i64>,
+}
+
+impl CandidateRow {
+    /// Its group as [`super::claim::choose`] sees it (a group gone since
+    /// the trigger was made has no room).
+    fn room(&self) -> Room {
+        Room {
+            room: self.room.unwrap_or(0),
+            aging_ms: self.aging_ms.unwrap_or(1),
+            effective: self.eff.unwrap_or(0),
+            running: self.g_running.unwrap_or(0),
+            min_share: self.min_share.unwrap_or(0),
+            recovery_share_pct: self.recovery_share_pct.unwrap_or(0),
+            recovery_ramp_pct: self.recovery_ramp_pct.unwrap_or(0),
+            recovering: self.recovering.unwrap_or(0),
+        }
+    }
+}
+
+/// A claim's candidates as [`super::claim::choose`] takes them.
+struct Scored {
+    /// By id, each lane's queues scored ([`score_queue`]).
+    candidates: HashMap<i64, Candidate>,
+    /// Each candidate's group.
+    rooms: HashMap<String, Room>,
+    /// Each tenant with a max in flight or held, its room.
+    tenant_rooms: HashMap<String, i64>,
+    /// The claim's clock (the candidates' statement's).
+    now: i64,
+}
+
+/// [`CANDIDATES`]' rows, scored and gathered for the choice.
+fn scored(rows: Vec<CandidateRow>) -> Scored {
+    let now = rows.first().map_or(0, |r| r.now);
+    let mut rooms = HashMap::new();
+    let mut tenant_rooms = HashMap::new();
+    let mut queues: HashMap<(String, String), (i64, i64, Vec<Candidate>)> = HashMap::new();
+    let mut candidates = HashMap::with_capacity(rows.len());
+    for row in rows {
+        rooms
+            .entry(row.resource_group.clone())
+            .or_insert_with(|| row.room());
+        let c = Candidate {
+            id: row.id,
+            lane: row.lane,
+            priority: row.priority,
+            next_run_at: row.next_run_at,
+            tenant: row.tenant,
+            resource_group: row.resource_group,
+            score: TAKEOVER_SCORE,
+        };
+        if c.lane == 2 {
+            candidates.insert(c.id, c);
+            continue;
+        }
+        if row.limited {
+            tenant_rooms.insert(c.tenant.clone(), row.t_room);
+        }
+        queues
+            .entry((c.resource_group.clone(), c.tenant.clone()))
+            .or_insert_with(|| (row.t_running, row.weight, Vec::new()))
+            .2
+            .push(c);
+    }
+    for ((group, _), (running, weight, mut queue)) in queues {
+        score_queue(&mut queue, running, weight, now, rooms[&group].aging_ms);
+        candidates.extend(queue.into_iter().map(|c| (c.id, c)));
+    }
+    Scored {
+        candidates,
+        rooms,
+        tenant_rooms,
+        now,
+    }
+}
 
 /// A claimed trigger as [`CLAIM`] returns it.
 #[derive(sqlx::FromRow)]
@@ -360,8 +429,9 @@ const FINISH: &str = concat!(
 );
 
 impl Store {
-    /// [`RunnerStore::claim`] on PostgreSQL: [`LOCK_GROUPS`], then [`CLAIM`],
-    /// in one transaction.
+    /// [`RunnerStore::claim`] on PostgreSQL, in one transaction:
+    /// [`LOCK_GROUPS`], the [`CANDIDATES`] (locked), the choice
+    /// ([`super::claim::choose`]), then [`CLAIM`] of the chosen batch.
     pub(in crate::store) async fn claim_postgres(
         &self,
         owner: &str,
@@ -372,14 +442,36 @@ impl Store {
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.hot().begin().await?;
         sqlx::query(LOCK_GROUPS).execute(&mut *tx).await?;
+        let rows: Vec<CandidateRow> = sqlx::query_as(CANDIDATES)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let Scored {
+            candidates,
+            rooms,
+            tenant_rooms,
+            now,
+        } = scored(rows);
+        let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
+        if chosen.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
         let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
             .bind(now)
             .bind(owner)
             .bind(lease_ms)
-            .bind(limit)
-            .bind(share)
+            .bind(&chosen)
             .fetch_all(&mut *tx)
             .await?;
+        if rows.len() != chosen.len() {
+            return Err(StoreError::Conflict(format!(
+                "claim of {} triggers claimed {}",
+                chosen.len(),
+                rows.len()
+            )));
+        }
         tx.commit().await?;
         Ok(rows
             .into_iter()
@@ -452,10 +544,14 @@ impl Store {
 }
 
 /// The hot statements' texts, for `benches/claim_plans.rs` (which shows
-/// their plans with `EXPLAIN` at several backlog sizes): the claim (`$1`
-/// now or NULL, `$2` owner, `$3` lease ms, `$4` limit, `$5` retry share)
-/// and the group commit (`$1`..`$14`, one array per column, see
-/// [`Store::finish_postgres`]).
-pub fn hot_statements() -> [(&'static str, &'static str); 2] {
-    [("claim", CLAIM), ("group commit", FINISH)]
+/// their plans with `EXPLAIN` at several backlog sizes): the claim's
+/// candidates (`$1` now or NULL, `$2` limit), the claim of a chosen batch
+/// (`$1` now, `$2` owner, `$3` lease ms, `$4` ids) and the group commit
+/// (`$1`..`$14`, one array per column, see [`Store::finish_postgres`]).
+pub fn hot_statements() -> [(&'static str, &'static str); 3] {
+    [
+        ("claim candidates", CANDIDATES),
+        ("claim", CLAIM),
+        ("group commit", FINISH),
+    ]
 }
