@@ -233,17 +233,24 @@ async fn a_group_short_of_its_minimum_share_goes_first(db: Db) {
     );
 }
 
+/// Tenant a with `per_minute` manual triggers a minute and its job `ja`,
+/// in group g of 100 slots.
+async fn per_minute_tenant(db: Db, per_minute: i64) -> TestHost {
+    let host = TestHost::new(db).await;
+    let mut a = quota("a", 1, None);
+    a.triggers_per_minute = Some(per_minute);
+    host.registry.tenant_put(&a, "admin").await.unwrap();
+    group_with(&host, "g", 100, GroupShares::default()).await;
+    tenant_job(&host, "ja", "a", "g").await;
+    host
+}
+
 db_test!(a_tenant_over_its_triggers_per_minute_waits_with_the_reason);
 /// Tenant a may create 3 manual triggers a minute: of 7 created at once,
 /// 3 are due now, 3 a minute later and 1 two minutes later — all created,
 /// none refused — and a deferred one says why. Tenant b has no quota.
 async fn a_tenant_over_its_triggers_per_minute_waits_with_the_reason(db: Db) {
-    let host = TestHost::new(db).await;
-    let mut a = quota("a", 1, None);
-    a.triggers_per_minute = Some(3);
-    host.registry.tenant_put(&a, "admin").await.unwrap();
-    group_with(&host, "g", 100, GroupShares::default()).await;
-    tenant_job(&host, "ja", "a", "g").await;
+    let host = per_minute_tenant(db, 3).await;
     tenant_job(&host, "jb", "b", "g").await;
     triggers(&host, "ja", 7).await;
     triggers(&host, "jb", 5).await;
@@ -287,12 +294,7 @@ db_test!(a_retried_manual_run_counts_once_in_its_tenants_minute);
 /// does not count it again there, so at 1 a minute the tenant's next run
 /// is due a minute after the first, not a minute after the retry.
 async fn a_retried_manual_run_counts_once_in_its_tenants_minute(db: Db) {
-    let host = TestHost::new(db).await;
-    let mut a = quota("a", 1, None);
-    a.triggers_per_minute = Some(1);
-    host.registry.tenant_put(&a, "admin").await.unwrap();
-    group_with(&host, "g", 100, GroupShares::default()).await;
-    tenant_job(&host, "ja", "a", "g").await;
+    let host = per_minute_tenant(db, 1).await;
     triggers(&host, "ja", 1).await;
     let claims = claim(&host.store, 10, 0).await;
     assert_eq!(claims.len(), 1);

@@ -306,12 +306,13 @@ impl ControlStore for Store {
             &plan.resource_group,
         )
         .await?;
-        let (next_run_at, quota_due_at) = if new.origin == "manual" {
+        let quota_due_at = if new.origin == "manual" {
             self.manual_due_at(&mut tx, &job.tenant, scheduled_at)
                 .await?
         } else {
-            (scheduled_at, None)
+            None
         };
+        let next_run_at = quota_due_at.unwrap_or(scheduled_at);
         let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
              scheduled_at, partition_key, request_key, params, state, priority, next_run_at, \

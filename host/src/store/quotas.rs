@@ -33,20 +33,20 @@ pub struct RampNow {
 }
 
 impl Store {
-    /// When a manual trigger `tenant` asks to run at `wanted` may become
-    /// due under the tenant's per-minute quota, and the time it counts in
-    /// the quota's window (`quota_due_at`, the same; `None` without a
-    /// quota): `wanted`, or — when the tenant already has that many manual
-    /// triggers counted within a minute before it or later — a minute after
-    /// the quota-th latest of them, so no minute holds more than the quota.
-    /// In the creating transaction; the tenant's row is locked on
-    /// PostgreSQL.
+    /// Under the tenant's per-minute quota, when a manual trigger `tenant`
+    /// asks to run at `wanted` may become due — also the time it counts in
+    /// the quota's window (`quota_due_at`): `wanted`, or, when the tenant
+    /// already has that many manual triggers counted within a minute
+    /// before it or later, a minute after the quota-th latest of them, so
+    /// no minute holds more than the quota. `None` when the tenant has no
+    /// such quota (the trigger is due at `wanted` and counts nowhere). In
+    /// the creating transaction; the tenant's row is locked on PostgreSQL.
     pub(super) async fn manual_due_at(
         &self,
         tx: &mut Tx,
         tenant: &str,
         wanted: i64,
-    ) -> StoreResult<(i64, Option<i64>)> {
+    ) -> StoreResult<Option<i64>> {
         let quota: Option<Option<i64>> = sqlx::query_scalar(self.sql(match self.dialect {
             Dialect::Sqlite => "SELECT triggers_per_minute FROM tenants WHERE tenant = ?",
             Dialect::Postgres => {
@@ -57,7 +57,7 @@ impl Store {
         .fetch_optional(&mut **tx)
         .await?;
         let Some(Some(per_minute)) = quota else {
-            return Ok((wanted, None));
+            return Ok(None);
         };
         // Only runs counted against a quota are in `triggers_manual`
         // (migration 0022), so a tenant without one pays no index entry.
@@ -70,8 +70,7 @@ impl Store {
         .bind(per_minute - 1)
         .fetch_optional(&mut **tx)
         .await?;
-        let due = latest.map_or(wanted, |at| wanted.max(at + MINUTE_MS));
-        Ok((due, Some(due)))
+        Ok(Some(latest.map_or(wanted, |at| wanted.max(at + MINUTE_MS))))
     }
 
     /// Add what a serving process's guests burnt, per tenant, to this

@@ -21,6 +21,9 @@ impl Store {
         request_key: &str,
     ) -> StoreResult<Option<String>> {
         if self.dialect == Dialect::Postgres {
+            // Keyed as before migration 0022 (job and partition `manual-K`),
+            // so processes of both versions queue on the same lock during
+            // an upgrade.
             sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 7263519))")
                 .bind(format!("{job_id}#manual-{request_key}"))
                 .execute(&mut **tx)
