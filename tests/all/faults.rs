@@ -955,6 +955,73 @@ mod postgres {
     use super::*;
     use sqlx::{Connection, Executor};
 
+    /// A claim sends its `BEGIN` and the groups' lock as one query (one
+    /// round trip less per claim). If the lock then fails — here the claim
+    /// is cancelled while it waits — the `BEGIN` has taken and the session
+    /// is left in an aborted transaction that no transaction guard rolls
+    /// back. That connection must not go back to the pool: with one hot
+    /// connection, every later claim would fail with "current transaction
+    /// is aborted" (this test fails so when the claim hands it back).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_cancelled_at_the_groups_lock_does_not_pool_an_aborted_session() {
+        let host = TestHost::new(Db::Postgres).await;
+        host.job("solo", "noop", "").await;
+        let t = host.trigger("solo", json!({})).await;
+        // One connection per pool, so the next claim gets this claim's.
+        let store = paddock::store::Store::open_with(&host.url, Some(1))
+            .await
+            .unwrap();
+
+        let mut blocker = sqlx::PgConnection::connect(&host.url).await.unwrap();
+        let blocker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut blocker)
+            .await
+            .unwrap();
+        blocker.execute("BEGIN").await.unwrap();
+        sqlx::query("SELECT name FROM resource_groups FOR UPDATE")
+            .fetch_all(&mut blocker)
+            .await
+            .unwrap();
+        let claiming = {
+            let store = store.clone();
+            tokio::spawn(async move { store.trigger_claim_batch("A", 60_000, 10, None).await })
+        };
+        let waiting: i32 = eventually(
+            Duration::from_secs(60),
+            "the claim to wait on the groups' lock",
+            || async {
+                sqlx::query_scalar::<_, i32>(
+                    "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                )
+                .bind(blocker_pid)
+                .fetch_optional(host.store.pool())
+                .await
+                .unwrap()
+            },
+        )
+        .await;
+        sqlx::query("SELECT pg_cancel_backend($1)")
+            .bind(waiting)
+            .execute(host.store.pool())
+            .await
+            .unwrap();
+        let cancelled = claiming.await.unwrap();
+        assert!(
+            cancelled.is_err(),
+            "the cancelled claim claimed {cancelled:?}"
+        );
+        blocker.execute("ROLLBACK").await.unwrap();
+
+        let claims = store
+            .trigger_claim_batch("A", 60_000, 10, None)
+            .await
+            .expect("the claim after a cancelled one");
+        assert_eq!(
+            claims.iter().map(|c| c.trigger_id).collect::<Vec<_>>(),
+            vec![t.id]
+        );
+    }
+
     /// A runner frozen (SIGSTOP, a VM pause, a long GC) *inside* its
     /// heartbeat transaction (BEGIN; UPDATE triggers; UPDATE attempts;
     /// COMMIT: four round trips) keeps the trigger's row lock on
