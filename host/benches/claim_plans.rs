@@ -538,9 +538,18 @@ impl Bench<'_> {
             .await
             .unwrap();
         let now: i64 = candidates[0].get("now");
+        // One row per lane's queue, its candidates as arrays.
         let mut order: Vec<(i64, i64, i64)> = candidates
             .iter()
-            .map(|r| (r.get("priority"), r.get("next_run_at"), r.get("id")))
+            .flat_map(|r| {
+                let (ids, priorities, next_runs): (Vec<i64>, Vec<i64>, Vec<i64>) =
+                    (r.get("ids"), r.get("priorities"), r.get("next_runs"));
+                priorities
+                    .into_iter()
+                    .zip(next_runs)
+                    .zip(ids)
+                    .map(|((p, n), id)| (p, n, id))
+            })
             .collect();
         order.sort_unstable();
         let ids: Vec<i64> = order.iter().take(LIMIT as usize).map(|o| o.2).collect();

@@ -200,11 +200,14 @@ const BEGIN_AND_LOCK_GROUPS: &str =
 /// A claim's candidates, locked (`FOR UPDATE SKIP LOCKED`): `$1` an
 /// injected now (tests) or NULL, `$2` the claim's limit. Every lane's
 /// queue per (group with room, tenant with due work) and the lapsed
-/// leases, each row with its tenant's score inputs and room and its
-/// group's room and shares — the choice is made by the client, with the
-/// same code as SQLite's ([`super::claim::choose`]): the database does
-/// what only it can (lock, count, walk its indexes) and no sort or window
-/// of the ranking runs on the server every process shares.
+/// leases, one row per lane and (group, tenant) ([`QueueRow`]): its
+/// candidates' ids, priorities and due times as arrays, with its tenant's
+/// score inputs and room and its group's room and shares once — a row
+/// per candidate repeated those 16 columns, and decoding them cost the
+/// client ~2 µs a job. The choice is made by the client, with the same
+/// code as SQLite's ([`super::claim::choose`]): the database does what
+/// only it can (lock, count, walk its indexes) and no sort or window of
+/// the ranking runs on the server every process shares.
 const CANDIDATES: &str = concat!(
     "WITH RECURSIVE clock (now) AS MATERIALIZED (SELECT coalesce($1::BIGINT, ",
     pg_now!(),
@@ -229,24 +232,29 @@ const CANDIDATES: &str = concat!(
          FROM (SELECT grp, tenant FROM pending_tenants WHERE tenant IS NOT NULL \
              UNION SELECT grp, tenant FROM retry_tenants WHERE tenant IS NOT NULL) AS q \
          JOIN room ON room.name = q.grp LEFT JOIN tenants w ON w.tenant = q.tenant) \
-     SELECT c.id, c.lane, c.priority, c.next_run_at, c.resource_group, c.tenant, \
+     SELECT c.lane, c.resource_group, c.tenant, \
          c.t_running::BIGINT AS t_running, c.weight::BIGINT AS weight, \
          c.t_room::BIGINT AS t_room, c.limited, (SELECT now FROM clock) AS now, \
          g.aging_ms, g.eff::BIGINT AS eff, g.running::BIGINT AS g_running, g.min_share, \
          g.recovery_share_pct, g.recovery_ramp_pct, g.recovering::BIGINT AS recovering, \
-         g.room::BIGINT AS room \
+         g.room::BIGINT AS room, array_agg(c.id) AS ids, array_agg(c.priority) AS priorities, \
+         array_agg(c.next_run_at) AS next_runs \
      FROM (",
     claim_retries!(),
     " UNION ALL ",
     claim_fresh!(),
-    ") AS c LEFT JOIN room g ON g.name = c.resource_group"
+    ") AS c LEFT JOIN room g ON g.name = c.resource_group \
+     GROUP BY c.lane, c.resource_group, c.tenant, c.t_running, c.weight, c.t_room, c.limited, \
+         g.aging_ms, g.eff, g.running, g.min_share, g.recovery_share_pct, g.recovery_ramp_pct, \
+         g.recovering, g.room"
 );
 
 /// The claim of the chosen batch: `$1` the candidates' now, `$2` owner,
 /// `$3` lease ms, `$4` the chosen triggers' ids. A trigger claimed again
 /// gets any attempt a previous holder left open closed as `expired`, and
 /// its first start is read for the total-time budget; every claimed
-/// trigger gets its new attempt row.
+/// trigger gets its new attempt row. The last `SELECT`'s columns are read
+/// by position ([`claim_of`]).
 const CLAIM: &str = concat!(
     "WITH clock (now) AS MATERIALIZED (SELECT $1::BIGINT), \
      chosen AS (SELECT unnest($4::BIGINT[]) AS id), \
@@ -270,13 +278,13 @@ const CLAIM: &str = concat!(
      LEFT JOIN firsts f ON f.trigger_id = c.id"
 );
 
-/// A candidate as [`CANDIDATES`] returns it.
+/// A queue of candidates as [`CANDIDATES`] returns it: one lane's rows
+/// of one (group, tenant), their ids, priorities and due times as arrays
+/// (in no order: [`score_queue`] sorts them), with what the queue's
+/// tenant and group bring to the choice once.
 #[derive(sqlx::FromRow)]
-struct CandidateRow {
-    id: i64,
+struct QueueRow {
     lane: i64,
-    priority: i64,
-    next_run_at: i64,
     resource_group: String,
     tenant: String,
     t_running: i64,
@@ -292,9 +300,12 @@ struct CandidateRow {
     recovery_ramp_pct: Option<i64>,
     recovering: Option<i64>,
     room: Option<i64>,
+    ids: Vec<i64>,
+    priorities: Vec<i64>,
+    next_runs: Vec<i64>,
 }
 
-impl CandidateRow {
+impl QueueRow {
     /// Its group as [`super::claim::choose`] sees it (a group gone since
     /// the trigger was made has no room).
     fn room(&self) -> Room {
@@ -308,6 +319,21 @@ impl CandidateRow {
             recovery_ramp_pct: self.recovery_ramp_pct.unwrap_or(0),
             recovering: self.recovering.unwrap_or(0),
         }
+    }
+
+    /// Its candidates, unscored.
+    fn candidates(&self) -> impl Iterator<Item = Candidate> + '_ {
+        (self.ids.iter().zip(&self.priorities).zip(&self.next_runs)).map(
+            |((&id, &priority), &next_run_at)| Candidate {
+                id,
+                lane: self.lane,
+                priority,
+                next_run_at,
+                tenant: self.tenant.clone(),
+                resource_group: self.resource_group.clone(),
+                score: TAKEOVER_SCORE,
+            },
+        )
     }
 }
 
@@ -323,38 +349,29 @@ struct Scored {
     now: i64,
 }
 
-/// [`CANDIDATES`]' rows, scored and gathered for the choice.
-fn scored(rows: Vec<CandidateRow>) -> Scored {
+/// [`CANDIDATES`]' queues, scored and gathered for the choice.
+fn scored(rows: Vec<QueueRow>) -> Scored {
     let now = rows.first().map_or(0, |r| r.now);
     let mut rooms = HashMap::new();
     let mut tenant_rooms = HashMap::new();
     let mut queues: HashMap<(String, String), (i64, i64, Vec<Candidate>)> = HashMap::new();
-    let mut candidates = HashMap::with_capacity(rows.len());
-    for row in rows {
+    let mut candidates = HashMap::with_capacity(rows.iter().map(|r| r.ids.len()).sum());
+    for row in &rows {
         rooms
             .entry(row.resource_group.clone())
             .or_insert_with(|| row.room());
-        let c = Candidate {
-            id: row.id,
-            lane: row.lane,
-            priority: row.priority,
-            next_run_at: row.next_run_at,
-            tenant: row.tenant,
-            resource_group: row.resource_group,
-            score: TAKEOVER_SCORE,
-        };
-        if c.lane == 2 {
-            candidates.insert(c.id, c);
+        if row.lane == 2 {
+            candidates.extend(row.candidates().map(|c| (c.id, c)));
             continue;
         }
         if row.limited {
-            tenant_rooms.insert(c.tenant.clone(), row.t_room);
+            tenant_rooms.insert(row.tenant.clone(), row.t_room);
         }
         queues
-            .entry((c.resource_group.clone(), c.tenant.clone()))
+            .entry((row.resource_group.clone(), row.tenant.clone()))
             .or_insert_with(|| (row.t_running, row.weight, Vec::new()))
             .2
-            .push(c);
+            .extend(row.candidates());
     }
     for ((group, _), (running, weight, mut queue)) in queues {
         score_queue(&mut queue, running, weight, now, rooms[&group].aging_ms);
@@ -368,25 +385,29 @@ fn scored(rows: Vec<CandidateRow>) -> Scored {
     }
 }
 
-/// A claimed trigger as [`CLAIM`] returns it.
-#[derive(sqlx::FromRow)]
-struct ClaimedRow {
-    id: i64,
-    attempt_id: i64,
-    fencing_token: i64,
-    attempts: i64,
-    lease_until: i64,
-    /// The claim's clock (the attempt's start).
-    updated_at: i64,
-    first_started_at: i64,
-    job_id: String,
-    tenant: String,
-    plan_version: i64,
-    plan_key: String,
-    scheduled_at: i64,
-    params: String,
-    resource_group: String,
-    origin: String,
+/// A claimed trigger as [`CLAIM`] returns it, its columns read by
+/// position (in the order of its last `SELECT`): a claim decodes one row
+/// per job, and a column found by name costs a hash of the name.
+fn claim_of(row: &sqlx::postgres::PgRow) -> Result<Claim, sqlx::Error> {
+    use sqlx::Row;
+    Ok(Claim {
+        trigger_id: row.try_get(0)?,
+        attempt_id: row.try_get(1)?,
+        fencing_token: FencingToken::new(row.try_get(2)?),
+        attempt_no: row.try_get(3)?,
+        lease_until: row.try_get(4)?,
+        // The claim's clock.
+        started_at: row.try_get(5)?,
+        first_started_at: row.try_get(6)?,
+        job_id: row.try_get(7)?,
+        tenant: row.try_get(8)?,
+        plan_version: row.try_get(9)?,
+        plan_key: row.try_get(10)?,
+        scheduled_at: row.try_get(11)?,
+        params: row.try_get(12)?,
+        resource_group: row.try_get(13)?,
+        origin: row.try_get(14)?,
+    })
 }
 
 /// The fenced transitions of a group commit ([`crate::model::Transition::Finish`]):
@@ -528,7 +549,7 @@ async fn claim_on(
     now: Option<i64>,
 ) -> StoreResult<Vec<Claim>> {
     let mut tx = sqlx::Connection::begin_with(conn, BEGIN_AND_LOCK_GROUPS).await?;
-    let rows: Vec<CandidateRow> = sqlx::query_as(CANDIDATES)
+    let rows: Vec<QueueRow> = sqlx::query_as(CANDIDATES)
         .bind(now)
         .bind(limit)
         .fetch_all(&mut *tx)
@@ -544,7 +565,7 @@ async fn claim_on(
         tx.commit().await?;
         return Ok(Vec::new());
     }
-    let rows: Vec<ClaimedRow> = sqlx::query_as(CLAIM)
+    let rows = sqlx::query(CLAIM)
         .bind(now)
         .bind(owner)
         .bind(lease_ms)
@@ -558,27 +579,9 @@ async fn claim_on(
             rows.len()
         )));
     }
+    let claims = rows.iter().map(claim_of).collect::<Result<Vec<_>, _>>()?;
     tx.commit().await?;
-    Ok(rows
-        .into_iter()
-        .map(|c| Claim {
-            trigger_id: c.id,
-            attempt_id: c.attempt_id,
-            attempt_no: c.attempts,
-            fencing_token: FencingToken::new(c.fencing_token),
-            lease_until: c.lease_until,
-            job_id: c.job_id,
-            tenant: c.tenant,
-            plan_version: c.plan_version,
-            plan_key: c.plan_key,
-            scheduled_at: c.scheduled_at,
-            params: c.params,
-            resource_group: c.resource_group,
-            origin: c.origin,
-            started_at: c.updated_at,
-            first_started_at: c.first_started_at,
-        })
-        .collect())
+    Ok(claims)
 }
 
 /// The hot statements' texts, for `benches/claim_plans.rs` (which shows
