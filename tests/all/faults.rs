@@ -955,6 +955,18 @@ mod postgres {
     use super::*;
     use sqlx::{Connection, Executor};
 
+    /// A connection of the test's own, inside a transaction, and its
+    /// backend's pid (to find who waits on the locks it takes).
+    async fn open_transaction(url: &str) -> (sqlx::PgConnection, i32) {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        conn.execute("BEGIN").await.unwrap();
+        (conn, pid)
+    }
+
     /// A claim sends its `BEGIN` and the groups' lock as one query (one
     /// round trip less per claim). If the lock then fails — here the claim
     /// is cancelled while it waits — the `BEGIN` has taken and the session
@@ -972,12 +984,7 @@ mod postgres {
             .await
             .unwrap();
 
-        let mut blocker = sqlx::PgConnection::connect(&host.url).await.unwrap();
-        let blocker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut blocker)
-            .await
-            .unwrap();
-        blocker.execute("BEGIN").await.unwrap();
+        let (mut blocker, blocker_pid) = open_transaction(&host.url).await;
         sqlx::query("SELECT name FROM resource_groups FOR UPDATE")
             .fetch_all(&mut blocker)
             .await
@@ -1069,12 +1076,7 @@ mod postgres {
         for round in 0..5 {
             // A connection of the test's own (the store's would be cut by
             // the idle timeout while it holds the row).
-            let mut blocker = sqlx::PgConnection::connect(&host.url).await.unwrap();
-            let blocker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                .fetch_one(&mut blocker)
-                .await
-                .unwrap();
-            blocker.execute("BEGIN").await.unwrap();
+            let (mut blocker, blocker_pid) = open_transaction(&host.url).await;
             sqlx::query("SELECT id FROM attempts WHERE trigger_id = $1 FOR UPDATE")
                 .bind(t.id)
                 .fetch_all(&mut blocker)
