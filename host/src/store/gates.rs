@@ -18,6 +18,7 @@
 pub(in crate::store) mod holds;
 
 use super::dialect::now_ms;
+use super::runner::lock_groups;
 use super::state_log::{Moved, StateChange};
 use super::*;
 use crate::model::gates::{
@@ -31,8 +32,8 @@ use serde::Serialize;
 /// exclusively and trigger creators shared (PostgreSQL).
 pub(super) const GATE_LOCK: i64 = 7_263_518;
 
-/// The claims' lock (see `store/runner/postgres.rs`).
-const LOCK_GROUPS: &str = "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE";
+/// The claims' lock ([`lock_groups`]).
+const LOCK_GROUPS: &str = lock_groups!();
 
 /// A gate, open or reopened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::FromRow)]

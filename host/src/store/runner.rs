@@ -4,7 +4,7 @@
 //! statement (see [`super::fence`]).
 
 mod claim;
-pub(in crate::store) use claim::{fresh_lane, recovery_lane, running_rows};
+pub(in crate::store) use claim::{fresh_lane, lock_groups, recovery_lane, running_rows};
 mod commit;
 mod postgres;
 

@@ -184,6 +184,17 @@ macro_rules! candidate_columns {
     };
 }
 
+/// The claims' lock on PostgreSQL: every resource group's row, in name
+/// order. A claim takes it before it counts (see
+/// `store/runner/postgres.rs`), and so do a pause and a cancel at a scope
+/// before they move triggers (`store/gates.rs`) — one spelling, so every
+/// taker locks the same rows in the same order.
+macro_rules! lock_groups {
+    () => {
+        "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE"
+    };
+}
+
 /// Running triggers, spelled as `triggers_running`'s predicate is (a
 /// running trigger always has a lease; saying so lets the partial index
 /// serve every count of running rows and the lapsed-lease walk).
@@ -284,7 +295,7 @@ macro_rules! fresh_lane {
         )
     };
 }
-pub(in crate::store) use {fresh_lane, recovery_lane, running_rows};
+pub(in crate::store) use {fresh_lane, lock_groups, recovery_lane, running_rows};
 
 /// The tenants with work of a lane (`$lane`, its predicate) in group
 /// `?1`: a loose walk of the lane's claim index, one probe per tenant,

@@ -14,8 +14,7 @@
 //! groups' lock, sent with the `BEGIN` ([`BEGIN_AND_LOCK_GROUPS`]), the
 //! candidates ([`CANDIDATES`]: every lane's queues, locked, with what the
 //! choice needs), and the claim of the batch the client chose ([`CLAIM`])
-//! with the same code as SQLite
-//! ([`super::claim::choose`]): the fair-share ranking — windows, each a
+//! with the same code as SQLite ([`super::claim::choose`]): the fair-share ranking — windows, each a
 //! sort — cost the server more than the round trip it saves, and the
 //! server is what every process shares. The plans: every walk is an
 //! ordered scan of a partial index that stops after its batch, and every
@@ -29,7 +28,8 @@
 use super::super::fence::lease_fence;
 use super::super::*;
 use super::claim::{
-    Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, recovery_lane, running_rows, score_queue,
+    Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, lock_groups, recovery_lane, running_rows,
+    score_queue,
 };
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
@@ -194,8 +194,7 @@ pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
 /// Sent with the `BEGIN`, as one simple query: one round trip where two
 /// were (each ~70 µs on a loaded 2-core machine, measured with pgbench),
 /// and the claim holds the lock for one round trip less.
-const BEGIN_AND_LOCK_GROUPS: &str =
-    "BEGIN; SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE";
+const BEGIN_AND_LOCK_GROUPS: &str = concat!("BEGIN; ", lock_groups!());
 
 /// A claim's candidates, locked (`FOR UPDATE SKIP LOCKED`): `$1` an
 /// injected now (tests) or NULL, `$2` the claim's limit. Every lane's
