@@ -218,6 +218,10 @@ pub struct Store {
     /// not `Any`: the hot statements bind arrays (which `Any` cannot), and
     /// rows decode without `Any`'s conversion layer.
     hot: Option<sqlx::PgPool>,
+    /// PostgreSQL only: how many of this store's next claims take the
+    /// claims' lock before they read, after a claim that read first was
+    /// refused (see [`runner`]'s `postgres` module, `claim_on`).
+    claims_locked_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// SQLite only: write transactions of this process take turns here, in
     /// arrival order, instead of colliding on the database's one write
     /// lock. A collision costs far more than waiting: the loser sleeps in
@@ -320,6 +324,7 @@ impl Store {
             write_gate: (dialect == Dialect::Sqlite).then(Default::default),
             writer,
             _scratch: scratch,
+            claims_locked_next: Default::default(),
             url: url.into(),
             audit,
         })
@@ -498,7 +503,9 @@ pub const HOT_SESSION: &[(&str, &str)] = &[
 /// most [`HOT_CONNECTIONS`], and no more than the main pool's cap when one
 /// is given. Lazy: a connection is opened on the first claim or group
 /// commit, so stores that never run one (the heartbeats', the audit
-/// anchoring's, a command's) hold none of the server's connections.
+/// anchoring's, a command's) hold none of the server's connections. Each
+/// session prepares the claims' check ([`runner::PREPARE_CLAIM_CHECK`])
+/// when it opens.
 fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::PgPool> {
     use std::str::FromStr;
     let options =
@@ -506,5 +513,11 @@ fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::P
     Ok(sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.map_or(HOT_CONNECTIONS, |n| n.min(HOT_CONNECTIONS)))
         .test_before_acquire(false)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(conn, runner::PREPARE_CLAIM_CHECK).await?;
+                Ok(())
+            })
+        })
         .connect_lazy_with(options))
 }

@@ -1029,6 +1029,137 @@ mod postgres {
         );
     }
 
+    /// The pids waiting, directly or behind another waiter, on a lock
+    /// that backend `holder` holds.
+    async fn waiting_on(host: &TestHost, holder: i32) -> Vec<i32> {
+        sqlx::query_scalar(
+            "WITH first AS (SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))) \
+             SELECT pid FROM first UNION SELECT pid FROM pg_stat_activity \
+             WHERE pg_blocking_pids(pid) && ARRAY(SELECT pid FROM first)",
+        )
+        .bind(holder)
+        .fetch_all(host.store.pool())
+        .await
+        .unwrap()
+    }
+
+    /// A claim reads its candidates and claims its batch without the
+    /// claims' lock (the groups' rows), and takes it only to check that
+    /// the batch left its group and tenant within their limits, and
+    /// commit. Two claims side by side — here both have claimed a full
+    /// batch of a group of 10 they each saw empty, and wait at the lock,
+    /// which the test holds — must not both commit: the one that checks
+    /// second finds the group over its limit, rolls back, and claims again
+    /// under the lock, where it finds no room. Without the check both
+    /// commit and 20 run in a group of 10.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_made_side_by_side_never_pass_their_groups_limit() {
+        let host = TestHost::new(Db::Postgres).await;
+        crate::quotas::plain_group(&host, "tight", 10).await;
+        crate::quotas::tenant_job(&host, "solo", "acme", "tight").await;
+        crate::quotas::triggers(&host, "solo", 30).await;
+
+        let (mut blocker, blocker_pid) = open_transaction(&host.url).await;
+        sqlx::query("SELECT name FROM resource_groups FOR UPDATE")
+            .fetch_all(&mut blocker)
+            .await
+            .unwrap();
+        let claiming: Vec<_> = ["A", "B"]
+            .into_iter()
+            .map(|owner| {
+                let store = host.store.clone();
+                tokio::spawn(
+                    async move { store.trigger_claim_batch(owner, 60_000, 10, None).await },
+                )
+            })
+            .collect();
+        eventually(
+            Duration::from_secs(60),
+            "both claims to wait at the groups' lock, each with its batch claimed",
+            || async { (waiting_on(&host, blocker_pid).await.len() == 2).then_some(()) },
+        )
+        .await;
+        blocker.execute("ROLLBACK").await.unwrap();
+
+        let mut claimed = Vec::new();
+        for claim in claiming {
+            claimed.push(claim.await.unwrap().expect("a claim").len());
+        }
+        claimed.sort();
+        assert_eq!(claimed, vec![0, 10], "claims of A and B in a group of 10");
+        let running: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM triggers WHERE state = 'running'")
+                .fetch_one(host.store.pool())
+                .await
+                .unwrap();
+        assert_eq!(running, 10);
+    }
+
+    /// A pause runs beside claims and does not take the claims' lock: a
+    /// claim holds its triggers' rows while it waits for that lock (to
+    /// check and commit), so a pause that held the lock while it waited for
+    /// those rows would deadlock with the claim — one of the two would fail
+    /// after `deadlock_timeout`. Here the claim is stopped between its
+    /// claim and its check (the test holds the attempts table, where the
+    /// claim inserts), the pause is seen waiting for the claim's triggers,
+    /// then the claim is let go: both must succeed, and the triggers the
+    /// claim started must be asked to pause (the pause's last statement).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pause_beside_a_claim_neither_deadlocks_nor_misses_its_triggers() {
+        let host = TestHost::new(Db::Postgres).await;
+        host.job("solo", "noop", "").await;
+        for i in 0..30 {
+            host.trigger("solo", json!({ "i": i })).await;
+        }
+
+        let (mut blocker, blocker_pid) = open_transaction(&host.url).await;
+        blocker
+            .execute("LOCK TABLE attempts IN SHARE MODE")
+            .await
+            .unwrap();
+        let claiming = {
+            let store = host.store.clone();
+            tokio::spawn(async move { store.trigger_claim_batch("A", 60_000, 10, None).await })
+        };
+        let claimer = eventually(
+            Duration::from_secs(60),
+            "the claim to wait at the attempts table",
+            || async { waiting_on(&host, blocker_pid).await.first().copied() },
+        )
+        .await;
+        let pausing = {
+            let store = host.store.clone();
+            tokio::spawn(async move {
+                store
+                    .gate_pause(
+                        &paddock::model::gates::GateScope::Job("solo".into()),
+                        "local:ops",
+                        "bad deploy",
+                    )
+                    .await
+            })
+        };
+        eventually(
+            Duration::from_secs(60),
+            "the pause to wait for the claim's triggers",
+            || async { (!waiting_on(&host, claimer).await.is_empty()).then_some(()) },
+        )
+        .await;
+        blocker.execute("ROLLBACK").await.unwrap();
+
+        let claims = claiming.await.unwrap().expect("the claim beside the pause");
+        assert_eq!(claims.len(), 10);
+        let report = pausing.await.unwrap().expect("the pause beside the claim");
+        assert_eq!((report.running_asked, report.queued_paused), (10, 20));
+        let asked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM triggers WHERE state = 'running' AND pause_requested = 1",
+        )
+        .fetch_one(host.store.pool())
+        .await
+        .unwrap();
+        assert_eq!(asked, 10);
+    }
+
     /// A runner frozen (SIGSTOP, a VM pause, a long GC) *inside* its
     /// heartbeat transaction (BEGIN; UPDATE triggers; UPDATE attempts;
     /// COMMIT: four round trips) keeps the trigger's row lock on

@@ -5,20 +5,26 @@
 //!
 //! Atomic against claims and creation on both databases. SQLite: every
 //! write transaction holds the database's one write lock. PostgreSQL
-//! (READ COMMITTED): a pause first takes the claims' lock (`LOCK_GROUPS`,
-//! the groups' rows — so no claim runs beside it, and every claim after it
-//! reads a snapshot with its writes), then [`GATE_LOCK`] exclusively, which
-//! every creator of triggers takes shared before it decides — so an insert
+//! (READ COMMITTED): a pause takes [`GATE_LOCK`] exclusively, which every
+//! creator of triggers takes shared before it decides — so an insert
 //! either commits before the pause reads (and is paused by it) or reads the
 //! closed gate. Inside the pause, running triggers are asked to pause
 //! *before* queued ones move: a running trigger released in between is
 //! queued by the second statement, and one released after it sees its own
-//! `pause_requested` and lands `paused` (the release's `CASE`).
+//! `pause_requested` and lands `paused` (the release's `CASE`). Claims run
+//! beside it, and are met by a third statement that asks the running
+//! again: a claim locks its triggers from its candidates' read until it
+//! commits, so the second statement either moves a queued trigger before
+//! any claim locks it (and claims skip it) or waits for the claim that
+//! locked it — which then commits before the third statement reads, and is
+//! asked. A cancel is built the same way. Neither takes the claims' lock
+//! (the groups' rows): a claim may wait for it while it holds its
+//! triggers (see `store/runner/postgres.rs`), so a pause that held it
+//! while it waited for those triggers would deadlock with the claim.
 
 pub(in crate::store) mod holds;
 
 use super::dialect::now_ms;
-use super::runner::lock_groups;
 use super::state_log::{Moved, StateChange};
 use super::*;
 use crate::model::gates::{
@@ -31,9 +37,6 @@ use serde::Serialize;
 /// The transaction-scoped advisory lock a pause or resume holds
 /// exclusively and trigger creators shared (PostgreSQL).
 pub(super) const GATE_LOCK: i64 = 7_263_518;
-
-/// The claims' lock ([`lock_groups`]).
-const LOCK_GROUPS: &str = lock_groups!();
 
 /// A gate, open or reopened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::FromRow)]
@@ -290,7 +293,6 @@ impl Store {
         check_reason(reason).map_err(StoreError::Conflict)?;
         let (mut tx, _turn) = self.begin_write().await?;
         if self.dialect == Dialect::Postgres {
-            sqlx::query(LOCK_GROUPS).fetch_all(&mut *tx).await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(GATE_LOCK)
                 .execute(&mut *tx)
@@ -315,8 +317,10 @@ impl Store {
         .bind(actor)
         .execute(&mut *tx)
         .await?;
-        let running_asked = self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
+        let mut running_asked = self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
         let paused = self.scoped_moves(&mut tx, PAUSE_QUEUED, scope).await?;
+        // The claims that committed meanwhile (see the module comment).
+        running_asked += self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
         let queued_paused = paused.len() as u64;
         let report = PauseReport {
             scope: scope.clone(),
@@ -489,13 +493,11 @@ impl Store {
     ) -> StoreResult<CancelReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
         let (mut tx, _turn) = self.begin_write().await?;
-        if self.dialect == Dialect::Postgres {
-            // No claim runs beside the cancel (see the module comment).
-            sqlx::query(LOCK_GROUPS).fetch_all(&mut *tx).await?;
-        }
         let already_final = self.scoped_count(&mut tx, FINISHED_IN_SCOPE, scope).await?;
-        let stop_requested = self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
+        let mut stop_requested = self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
         let cancelled_now = self.scoped_moves(&mut tx, CANCEL_QUEUED, scope).await?;
+        // The claims that committed meanwhile (see the module comment).
+        stop_requested += self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
         let cancelled = cancelled_now.len() as u64;
         let report = CancelReport {
             cancelled,

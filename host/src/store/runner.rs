@@ -4,10 +4,11 @@
 //! statement (see [`super::fence`]).
 
 mod claim;
-pub(in crate::store) use claim::{fresh_lane, lock_groups, recovery_lane, running_rows};
+pub(in crate::store) use claim::{fresh_lane, recovery_lane, running_rows};
 mod commit;
 mod postgres;
 
+pub(in crate::store) use postgres::PREPARE_CLAIM_CHECK;
 pub use postgres::hot_statements;
 
 use super::dialect::now_ms;

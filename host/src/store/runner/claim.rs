@@ -15,11 +15,13 @@
 //! the number of processes. Takeovers of lapsed leases need no room (the
 //! trigger is already counted).
 //!
-//! - PostgreSQL: a transaction of three statements: the groups' rows
-//!   locked (claims serialize on them, so each counts the others'
-//!   claims), the candidates of every lane locked with `FOR UPDATE SKIP
-//!   LOCKED` and scored here, then the claim of the batch [`choose`] picks
-//!   (see [`super::postgres`]).
+//! - PostgreSQL: a transaction: the candidates of every lane locked with
+//!   `FOR UPDATE SKIP LOCKED` and scored here, the claim of the batch
+//!   [`choose`] picks, then — under the groups' rows, locked (claims
+//!   serialize on them, so each counts the others' claims) — a check that
+//!   the batch left every group and tenant within its limits, and the
+//!   commit; a batch the check refuses is rolled back and claimed again
+//!   with the lock taken before the first read (see [`super::postgres`]).
 //! - SQLite: one transaction on the writer thread (see
 //!   [`super::sqlite_writer`]). The write lock is held from the first read
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
@@ -186,9 +188,8 @@ macro_rules! candidate_columns {
 
 /// The claims' lock on PostgreSQL: every resource group's row, in name
 /// order. A claim takes it before it counts (see
-/// `store/runner/postgres.rs`), and so do a pause and a cancel at a scope
-/// before they move triggers (`store/gates.rs`) — one spelling, so every
-/// taker locks the same rows in the same order.
+/// `store/runner/postgres.rs`): from its first read, or only to check and
+/// commit a batch it chose without it.
 macro_rules! lock_groups {
     () => {
         "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE"
@@ -575,6 +576,32 @@ pub(super) fn within_room<'a>(
         .collect()
 }
 
+/// Each group's recovery-lane ceiling in this claim ([`recovery_cap`]):
+/// its share applies while fresh work of the group waits (a lane-1
+/// candidate).
+pub(super) fn recovery_ceilings(
+    candidates: &HashMap<i64, Candidate>,
+    rooms: &HashMap<String, Room>,
+) -> HashMap<String, i64> {
+    let fresh_waiting: std::collections::HashSet<&str> = candidates
+        .values()
+        .filter(|c| c.lane == 1)
+        .map(|c| c.resource_group.as_str())
+        .collect();
+    rooms
+        .iter()
+        .map(|(g, r)| {
+            let cap = recovery_cap(
+                r.effective,
+                r.recovery_share_pct,
+                r.recovery_ramp_pct,
+                fresh_waiting.contains(g.as_str()),
+            );
+            (g.clone(), cap)
+        })
+        .collect()
+}
+
 /// The batch, in claim order: each lane in fair-share order with groups
 /// short of their minimum share first ([`guaranteed_first`]), the lanes'
 /// shares ([`choose_batch`]), then the cut to the rooms ([`within_room`]).
@@ -615,24 +642,14 @@ pub(super) fn choose(
         )
     };
     let chosen = choose_batch(&retries, &fresh, limit as usize, share as usize);
-    let fresh_waiting: std::collections::HashSet<&str> = candidates
-        .values()
-        .filter(|c| c.lane == 1)
-        .map(|c| c.resource_group.as_str())
-        .collect();
     let room = Rooms {
         group: rooms.iter().map(|(g, r)| (g.clone(), r.room)).collect(),
         tenant: tenant_rooms,
-        recovery: rooms
-            .iter()
-            .map(|(g, r)| {
-                let cap = recovery_cap(
-                    r.effective,
-                    r.recovery_share_pct,
-                    r.recovery_ramp_pct,
-                    fresh_waiting.contains(g.as_str()),
-                );
-                (g.clone(), cap - r.recovering)
+        recovery: recovery_ceilings(candidates, rooms)
+            .into_iter()
+            .map(|(g, cap)| {
+                let recovering = rooms[&g].recovering;
+                (g, cap - recovering)
             })
             .collect(),
     };

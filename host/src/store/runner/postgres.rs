@@ -10,13 +10,16 @@
 //! (an implicit transaction), and every step of a commit is a function of
 //! the step before it, which data-modifying CTEs express — so a `BEGIN`,
 //! the steps and a `COMMIT` (4-6 round trips, each waiting on the network
-//! and the server) become one. The claim is one transaction of three: the
-//! groups' lock, sent with the `BEGIN` ([`BEGIN_AND_LOCK_GROUPS`]), the
-//! candidates ([`CANDIDATES`]: every lane's queues, locked, with what the
-//! choice needs), and the claim of the batch the client chose ([`CLAIM`])
-//! with the same code as SQLite ([`super::claim::choose`]): the fair-share ranking — windows, each a
-//! sort — cost the server more than the round trip it saves, and the
-//! server is what every process shares. The plans: every walk is an
+//! and the server) become one. The claim is one transaction of four round
+//! trips ([`claim_on`]): `BEGIN`, the candidates ([`CANDIDATES`]: every
+//! lane's queues, locked, with what the choice needs), the claim of the
+//! batch the client chose ([`CLAIM`]) with the same code as SQLite
+//! ([`super::claim::choose`]), then the groups' lock, a check of the
+//! limits and the `COMMIT` ([`CHECK_AND_COMMIT`]) — or, after a refused
+//! check, the lock first ([`BEGIN_AND_LOCK_GROUPS`]). The choice is the
+//! client's because the fair-share ranking — windows, each a sort — cost
+//! the server more than the round trip it saves, and the server is what
+//! every process shares. The plans: every walk is an
 //! ordered scan of a partial index that stops after its batch, and every
 //! other access is by primary or unique key from a handful of rows, so no
 //! statistic can make a plan read the backlog (see
@@ -34,7 +37,13 @@ use super::claim::{
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
 use crate::trigger_state;
+use sqlx::Executor;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+mod check;
+pub(in crate::store) use check::PREPARE_CLAIM_CHECK;
+use check::{REFUSED, check_and_commit};
 
 /// The database clock on PostgreSQL (see [`super::super::dialect::POSTGRES_NOW`]).
 macro_rules! pg_now {
@@ -65,8 +74,10 @@ macro_rules! running_counts {
 /// less its running triggers ([`running_counts`]), none while a
 /// high-water mark holds it — and what its shares need (its running
 /// count, minimum share, recovery share and ramp, and its recovery lane's
-/// running count). Read after [`BEGIN_AND_LOCK_GROUPS`], so every claim committed
-/// before this one is counted.
+/// running count). Under the claims' lock ([`claim_locked`]) every claim
+/// committed before this one is counted; without it ([`claim_unlocked`])
+/// claims committing meanwhile are not, and [`CHECK_AND_COMMIT`] counts
+/// again under the lock before the batch commits.
 macro_rules! claim_room {
     () => {
         "SELECT g.name, g.aging_ms, g.effective_concurrency AS eff, g.min_share, \
@@ -184,17 +195,24 @@ macro_rules! claim_update {
 #[cfg(test)]
 pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
 
-/// Claims serialize on the groups' rows, taken in name order before the
-/// claim's candidates are read: the room a claim counts then includes
-/// every claim committed before it, in any process, so no group runs more
-/// than its effective concurrency. (Inside the candidates' statement the
-/// lock would come too late: its snapshot predates the wait.) Ends do not
-/// take it — they only make room, and a claim that misses one claims less.
+/// Claims serialize on the groups' rows, taken in name order before a
+/// claim counts: the room it counts then includes every claim committed
+/// before it, in any process, so no group runs more than its effective
+/// concurrency. (Inside the counting statement the lock would come too
+/// late: its snapshot predates the wait.) Ends do not take it — they only
+/// make room, and a claim that misses one claims less.
 ///
-/// Sent with the `BEGIN`, as one simple query: one round trip where two
-/// were (each ~70 µs on a loaded 2-core machine, measured with pgbench),
-/// and the claim holds the lock for one round trip less.
+/// [`claim_locked`] takes it before it reads, sent with the `BEGIN` as one
+/// simple query: one round trip where two were (each ~70 µs on a loaded
+/// 2-core machine, measured with pgbench). [`claim_unlocked`] takes it
+/// only for its last round trip ([`CHECK_AND_COMMIT`]).
 const BEGIN_AND_LOCK_GROUPS: &str = concat!("BEGIN; ", lock_groups!());
+
+/// After a refusal, how many claims of the store take the claims' lock
+/// before they read ([`claim_locked`]): a refusal means other processes'
+/// claims are taking the same groups' last slots, where a claim that reads
+/// first would likely be refused again, its writes wasted.
+const LOCKED_AFTER_REFUSAL: u32 = 8;
 
 /// A claim's candidates, locked (`FOR UPDATE SKIP LOCKED`): `$1` an
 /// injected now (tests) or NULL, `$2` the claim's limit. Every lane's
@@ -468,10 +486,11 @@ const FINISH: &str = concat!(
 
 impl Store {
     /// [`RunnerStore::claim`] on PostgreSQL ([`claim_on`]) on a
-    /// connection of the hot pool. A claim that fails may leave its session
-    /// in an aborted transaction that no guard rolls back (a `BEGIN` that
-    /// took before its lock failed, see [`BEGIN_AND_LOCK_GROUPS`]), so its
-    /// connection is closed rather than given back.
+    /// connection of the hot pool. A claim that fails or is dropped may
+    /// leave its session inside a transaction that no guard rolls back (a
+    /// `BEGIN` that took before its lock failed, see
+    /// [`BEGIN_AND_LOCK_GROUPS`]; the `BEGIN` of [`claim_unlocked`]), so
+    /// its connection is closed rather than given back ([`Unclean`]).
     pub(in crate::store) async fn claim_postgres(
         &self,
         owner: &str,
@@ -480,10 +499,19 @@ impl Store {
         share: i64,
         now: Option<i64>,
     ) -> StoreResult<Vec<Claim>> {
-        let mut conn = self.hot().acquire().await?;
-        let claimed = claim_on(&mut conn, owner, lease_ms, limit, share, now).await;
-        if claimed.is_err() {
-            drop(conn.detach());
+        let mut held = Unclean(Some(self.hot().acquire().await?));
+        let conn = held.0.as_mut().expect("just acquired");
+        let ask = Ask {
+            owner,
+            lease_ms,
+            limit,
+            share,
+            now,
+        };
+        let claimed = claim_on(conn, ask, &self.claims_locked_next).await;
+        if claimed.is_ok() {
+            // Clean: back to the pool.
+            held.0.take();
         }
         claimed
     }
@@ -536,40 +564,141 @@ impl Store {
     }
 }
 
-/// The claim, in one transaction: [`BEGIN_AND_LOCK_GROUPS`], the
-/// [`CANDIDATES`] (locked), the choice ([`super::claim::choose`]), then
-/// [`CLAIM`] of the chosen batch.
-async fn claim_on(
-    conn: &mut sqlx::PgConnection,
-    owner: &str,
+/// What a claim asks for ([`RunnerStore::claim`]): its owner, lease,
+/// limit, the recovery lane's share of it, and an injected now (tests).
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    owner: &'a str,
     lease_ms: i64,
     limit: i64,
     share: i64,
     now: Option<i64>,
+}
+
+/// A hot connection closed when dropped, unless taken back out first.
+struct Unclean(Option<sqlx::pool::PoolConnection<sqlx::Postgres>>);
+
+impl Drop for Unclean {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.as_mut() {
+            conn.close_on_drop();
+        }
+    }
+}
+
+/// The claim. Claims serialize on the claims' lock (see
+/// [`BEGIN_AND_LOCK_GROUPS`]) so that none passes a group's or a tenant's
+/// limit; what differs is how long each holds it.
+///
+/// - [`claim_unlocked`], first: the candidates are read and the batch
+///   claimed without the lock, which is then taken only to check the
+///   limits and commit ([`CHECK_AND_COMMIT`]) — so claims of several
+///   processes write side by side and queue only for that last round trip.
+/// - [`claim_locked`], when that check refuses the batch, and for the next
+///   [`LOCKED_AFTER_REFUSAL`] claims of the store (`locked_next`): the
+///   lock from the first read, so the batch fits the rooms it read.
+///
+/// Both choose with the same code ([`choose`]); with one claimer they
+/// choose the same batch.
+async fn claim_on(
+    conn: &mut sqlx::PgConnection,
+    ask: Ask<'_>,
+    locked_next: &AtomicU32,
 ) -> StoreResult<Vec<Claim>> {
+    let locked = locked_next
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok();
+    if !locked {
+        match claim_unlocked(conn, ask).await? {
+            Some(claims) => return Ok(claims),
+            None => locked_next.store(LOCKED_AFTER_REFUSAL, Ordering::Relaxed),
+        }
+    }
+    claim_locked(conn, ask).await
+}
+
+/// The claim under the claims' lock, in one transaction:
+/// [`BEGIN_AND_LOCK_GROUPS`], the [`CANDIDATES`] (locked), the choice
+/// ([`choose`]), then [`CLAIM`] of the chosen batch.
+async fn claim_locked(conn: &mut sqlx::PgConnection, ask: Ask<'_>) -> StoreResult<Vec<Claim>> {
     let mut tx = sqlx::Connection::begin_with(conn, BEGIN_AND_LOCK_GROUPS).await?;
+    let (chosen, scored) = candidates_and_choice(&mut tx, ask).await?;
+    let claims = claim_chosen(&mut tx, &chosen, scored.now, ask).await?;
+    tx.commit().await?;
+    Ok(claims)
+}
+
+/// The claim without the claims' lock until its last round trip, in one
+/// transaction: `BEGIN`, the [`CANDIDATES`] (locked, so no other claim
+/// takes them), the choice ([`choose`]), [`CLAIM`] of the chosen batch,
+/// then [`CHECK_AND_COMMIT`]. `None` if the check refused the batch
+/// (rolled back). The transaction is `BEGIN` and `COMMIT` sent by hand
+/// (the last one inside the check's query), so a claim that fails or is
+/// dropped leaves it open: [`Store::claim_postgres`] closes the connection.
+async fn claim_unlocked(
+    conn: &mut sqlx::PgConnection,
+    ask: Ask<'_>,
+) -> StoreResult<Option<Vec<Claim>>> {
+    conn.execute("BEGIN").await?;
+    let (chosen, scored) = candidates_and_choice(&mut *conn, ask).await?;
+    let claims = claim_chosen(&mut *conn, &chosen, scored.now, ask).await?;
+    let check = check_and_commit(&chosen, &scored);
+    match sqlx::raw_sql(sqlx::AssertSqlSafe(check))
+        .execute(&mut *conn)
+        .await
+    {
+        Ok(_) => Ok(Some(claims)),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(REFUSED) => {
+            conn.execute("ROLLBACK").await?;
+            tracing::debug!(
+                why = e.message(),
+                "claim refused; claiming again under the lock"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`CANDIDATES`], scored, and the batch [`choose`] picks from them.
+async fn candidates_and_choice(
+    conn: &mut sqlx::PgConnection,
+    ask: Ask<'_>,
+) -> StoreResult<(Vec<i64>, Scored)> {
     let rows: Vec<QueueRow> = sqlx::query_as(CANDIDATES)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&mut *tx)
+        .bind(ask.now)
+        .bind(ask.limit)
+        .fetch_all(&mut *conn)
         .await?;
-    let Scored {
-        candidates,
-        rooms,
+    let mut scored = scored(rows);
+    let tenant_rooms = std::mem::take(&mut scored.tenant_rooms);
+    let chosen = choose(
+        &scored.candidates,
+        &scored.rooms,
         tenant_rooms,
-        now,
-    } = scored(rows);
-    let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
+        ask.limit,
+        ask.share,
+    );
+    Ok((chosen, scored))
+}
+
+/// [`CLAIM`] of the chosen batch at the candidates' `now` (none: nothing
+/// to send).
+async fn claim_chosen(
+    conn: &mut sqlx::PgConnection,
+    chosen: &[i64],
+    now: i64,
+    ask: Ask<'_>,
+) -> StoreResult<Vec<Claim>> {
     if chosen.is_empty() {
-        tx.commit().await?;
         return Ok(Vec::new());
     }
     let rows = sqlx::query(CLAIM)
         .bind(now)
-        .bind(owner)
-        .bind(lease_ms)
-        .bind(&chosen)
-        .fetch_all(&mut *tx)
+        .bind(ask.owner)
+        .bind(ask.lease_ms)
+        .bind(chosen)
+        .fetch_all(&mut *conn)
         .await?;
     if rows.len() != chosen.len() {
         return Err(StoreError::Conflict(format!(
@@ -578,9 +707,7 @@ async fn claim_on(
             rows.len()
         )));
     }
-    let claims = rows.iter().map(claim_of).collect::<Result<Vec<_>, _>>()?;
-    tx.commit().await?;
-    Ok(claims)
+    Ok(rows.iter().map(claim_of).collect::<Result<Vec<_>, _>>()?)
 }
 
 /// The hot statements' texts, for `benches/claim_plans.rs` (which shows
