@@ -103,7 +103,12 @@ impl Observer {
             .as_ref()
             .map(|g| g.breaker_states())
             .unwrap_or_default();
-        export::render(&self.lease, &breakers, snapshot.as_ref())
+        let here = export::ProcessFigures {
+            lease: &self.lease,
+            breakers: &breakers,
+            claims_refused: self.store.claims_refused(),
+        };
+        export::render(&here, snapshot.as_ref())
     }
 
     /// Ready: not draining, the database reachable within

@@ -218,10 +218,10 @@ pub struct Store {
     /// not `Any`: the hot statements bind arrays (which `Any` cannot), and
     /// rows decode without `Any`'s conversion layer.
     hot: Option<sqlx::PgPool>,
-    /// PostgreSQL only: how many of this store's next claims take the
-    /// claims' lock before they read, after a claim that read first was
-    /// refused (see [`runner`]'s `postgres` module, `claim_on`).
-    claims_locked_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// PostgreSQL only: how this store's claims fared — refusals, and how
+    /// many of the next claims take the claims' lock before they read
+    /// (see [`runner`]'s `postgres` module, `claim_on`).
+    claim_path: std::sync::Arc<runner::ClaimPath>,
     /// SQLite only: write transactions of this process take turns here, in
     /// arrival order, instead of colliding on the database's one write
     /// lock. A collision costs far more than waiting: the loser sleeps in
@@ -324,7 +324,7 @@ impl Store {
             write_gate: (dialect == Dialect::Sqlite).then(Default::default),
             writer,
             _scratch: scratch,
-            claims_locked_next: Default::default(),
+            claim_path: Default::default(),
             url: url.into(),
             audit,
         })
@@ -497,6 +497,10 @@ pub const HOT_SESSION: &[(&str, &str)] = &[
     ("enable_sort", "off"),
     ("jit", "off"),
     ("plan_cache_mode", "force_generic_plan"),
+    // The claim writes the runner's id into its text as a literal
+    // (`store/runner/postgres/literal.rs`): quoting it is doubling its
+    // quotes only while this is on (the default since PostgreSQL 9.1).
+    ("standard_conforming_strings", "on"),
 ];
 
 /// PostgreSQL's hot-path pool, its sessions set up by [`HOT_SESSION`]: at
@@ -504,7 +508,7 @@ pub const HOT_SESSION: &[(&str, &str)] = &[
 /// is given. Lazy: a connection is opened on the first claim or group
 /// commit, so stores that never run one (the heartbeats', the audit
 /// anchoring's, a command's) hold none of the server's connections. Each
-/// session prepares the claims' check ([`runner::PREPARE_CLAIM_CHECK`])
+/// session prepares the claim's statements ([`runner::prepare_claim`])
 /// when it opens.
 fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::PgPool> {
     use std::str::FromStr;
@@ -515,7 +519,9 @@ fn open_hot_pool(url: &str, max_connections: Option<u32>) -> StoreResult<sqlx::P
         .test_before_acquire(false)
         .after_connect(|conn, _| {
             Box::pin(async move {
-                sqlx::Executor::execute(conn, runner::PREPARE_CLAIM_CHECK).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(runner::prepare_claim()))
+                    .execute(conn)
+                    .await?;
                 Ok(())
             })
         })

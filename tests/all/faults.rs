@@ -1029,6 +1029,16 @@ mod postgres {
         );
     }
 
+    /// A claim of 10 triggers for `owner`, leased for a minute, run beside
+    /// the test.
+    fn spawn_claim(
+        host: &TestHost,
+        owner: &'static str,
+    ) -> tokio::task::JoinHandle<paddock::store::StoreResult<Vec<paddock::model::Claim>>> {
+        let store = host.store.clone();
+        tokio::spawn(async move { store.trigger_claim_batch(owner, 60_000, 10, None).await })
+    }
+
     /// The pids waiting, directly or behind another waiter, on a lock
     /// that backend `holder` holds.
     async fn waiting_on(host: &TestHost, holder: i32) -> Vec<i32> {
@@ -1064,15 +1074,7 @@ mod postgres {
             .fetch_all(&mut blocker)
             .await
             .unwrap();
-        let claiming: Vec<_> = ["A", "B"]
-            .into_iter()
-            .map(|owner| {
-                let store = host.store.clone();
-                tokio::spawn(
-                    async move { store.trigger_claim_batch(owner, 60_000, 10, None).await },
-                )
-            })
-            .collect();
+        let claiming = [spawn_claim(&host, "A"), spawn_claim(&host, "B")];
         eventually(
             Duration::from_secs(60),
             "both claims to wait at the groups' lock, each with its batch claimed",
@@ -1087,6 +1089,11 @@ mod postgres {
         }
         claimed.sort();
         assert_eq!(claimed, vec![0, 10], "claims of A and B in a group of 10");
+        assert_eq!(
+            host.store.claims_refused(),
+            1,
+            "the second claim's check refused its batch"
+        );
         let running: i64 =
             sqlx::query_scalar("SELECT count(*) FROM triggers WHERE state = 'running'")
                 .fetch_one(host.store.pool())
@@ -1107,6 +1114,11 @@ mod postgres {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pause_beside_a_claim_neither_deadlocks_nor_misses_its_triggers() {
         let host = TestHost::new(Db::Postgres).await;
+        // The claim's connection is opened first: a hot session prepares
+        // the claim's statements when it opens, and preparing the claim
+        // waits for the lock on `attempts` this test takes below.
+        let none = host.store.trigger_claim_batch("A", 60_000, 10, None).await;
+        assert!(none.unwrap().is_empty());
         host.job("solo", "noop", "").await;
         for i in 0..30 {
             host.trigger("solo", json!({ "i": i })).await;
@@ -1117,10 +1129,7 @@ mod postgres {
             .execute("LOCK TABLE attempts IN SHARE MODE")
             .await
             .unwrap();
-        let claiming = {
-            let store = host.store.clone();
-            tokio::spawn(async move { store.trigger_claim_batch("A", 60_000, 10, None).await })
-        };
+        let claiming = spawn_claim(&host, "A");
         let claimer = eventually(
             Duration::from_secs(60),
             "the claim to wait at the attempts table",

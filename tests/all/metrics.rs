@@ -37,6 +37,7 @@ const EXPORTED: &[(&str, &str)] = &[
     ("paddock_lease_renewal_seconds", "histogram"),
     ("paddock_lease_conflicts_total", "counter"),
     ("paddock_lost_lease_stop_seconds", "histogram"),
+    ("paddock_claims_refused_total", "counter"),
     ("paddock_breaker_state", "gauge"),
     ("paddock_database_up", "gauge"),
     ("paddock_triggers", "gauge"),
@@ -185,6 +186,7 @@ const WAITING: &[&str] = &["paddock_triggers", "paddock_oldest_due_age_seconds"]
 const ALWAYS: &[&str] = &[
     "paddock_lease_renewal_seconds",
     "paddock_lost_lease_stop_seconds",
+    "paddock_claims_refused_total",
     "paddock_database_up",
     "paddock_stale_token_rejections_total",
     "paddock_stale_shard_generation_rejections_total",

@@ -104,14 +104,14 @@ mod sqlite {
         .fetch_all(store.pool())
         .await
         .unwrap();
-        // Every index made since 0008, re-created by 0018's rebuild.
+        // Every index made since 0008, re-created by 0018's rebuild (but
+        // `triggers_succeeded`, which 0024 replaced with `success_counts`).
         for index in [
             "triggers_job",
             "triggers_pending",
             "triggers_recovery",
             "triggers_manual",
             "triggers_running",
-            "triggers_succeeded",
             "triggers_parked",
             "triggers_paused",
         ] {
@@ -120,6 +120,10 @@ mod sqlite {
                 "{index} is re-created: {indexes:?}"
             );
         }
+        assert!(
+            !indexes.iter().any(|(name,)| name == "triggers_succeeded"),
+            "0024 dropped triggers_succeeded: {indexes:?}"
+        );
         // 0018's state is known to the CHECK.
         sqlx::query("UPDATE triggers SET state = 'paused' WHERE id = 3")
             .execute(store.pool())

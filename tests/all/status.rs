@@ -463,14 +463,14 @@ async fn plan(host: &TestHost, db: Db, sql: &'static str, kinds: &str) -> String
 db_test!(every_status_statement_reaches_triggers_through_an_index);
 /// No statement of `paddock status` reads the triggers table whole: the
 /// backlog through the claim lanes' partial indexes, running triggers
-/// through `triggers_running`, successes through `triggers_succeeded`,
+/// through `triggers_running`, successes through `success_counts_at`,
 /// arrivals through `triggers_job` and the primary key.
 async fn every_status_statement_reaches_triggers_through_an_index(db: Db) {
     let host = orders(db).await;
     let expected: &[(&str, &[&str])] = &[
         ("running", &["triggers_running"]),
         ("backlog", &["triggers_pending", "triggers_recovery"]),
-        ("successes", &["triggers_succeeded"]),
+        ("successes", &["success_counts_at"]),
         ("arrived_on_time", &["triggers_job"]),
         ("newest_before", &[]),
         ("arrived_late", &[]),

@@ -25,13 +25,9 @@ type Labels = Vec<(&'static str, String)>;
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// The text of one scrape.
-pub(super) fn render(
-    lease: &LeaseMetrics,
-    breakers: &[(String, BreakerPhase)],
-    snapshot: Option<&MetricsSnapshot>,
-) -> String {
+pub(super) fn render(here: &ProcessFigures<'_>, snapshot: Option<&MetricsSnapshot>) -> String {
     let mut registry = Registry::default();
-    process(&mut registry, lease, breakers);
+    process(&mut registry, here);
     let up = Gauge::<i64>::default();
     up.set(snapshot.is_some() as i64);
     registry.register(
@@ -83,7 +79,21 @@ fn counter(value: i64) -> Counter {
     c
 }
 
-fn process(registry: &mut Registry, lease: &LeaseMetrics, breakers: &[(String, BreakerPhase)]) {
+/// What this process measures, as one scrape reads it.
+#[derive(Clone, Copy)]
+pub(super) struct ProcessFigures<'a> {
+    pub lease: &'a LeaseMetrics,
+    pub breakers: &'a [(String, BreakerPhase)],
+    /// The store's claims refused at their check ([`crate::Store::claims_refused`]).
+    pub claims_refused: u64,
+}
+
+fn process(registry: &mut Registry, here: &ProcessFigures<'_>) {
+    let ProcessFigures {
+        lease,
+        breakers,
+        claims_refused,
+    } = *here;
     registry.register_with_unit(
         "paddock_trigger_delay",
         help(PROC, "scheduled time to the start of each trigger's first attempt (database clock), by resource group"),
@@ -141,6 +151,11 @@ fn process(registry: &mut Registry, lease: &LeaseMetrics, breakers: &[(String, B
         ),
         Unit::Seconds,
         lease.lost_lease_stop.clone(),
+    );
+    registry.register(
+        "paddock_claims_refused",
+        help(PROC, "PostgreSQL claims whose batch, chosen without the claims' lock, was refused at its check (another process's claim took the room meanwhile, or a gate closed) and claimed again under the lock; always 0 on SQLite"),
+        counter(claims_refused as i64),
     );
     registry.register(
         "paddock_breaker_state",

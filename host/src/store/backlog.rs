@@ -11,8 +11,10 @@
 //!   `triggers_pending` and `triggers_recovery` (their predicates spelled
 //!   as the indexes are, [`fresh_lane`] / [`recovery_lane`]): entries of
 //!   waiting work only, never a finished trigger;
-//! - successes: `triggers_succeeded (resource_group, finished_at, tenant)
-//!   WHERE state = 'succeeded'` (migration 0016), one range per group;
+//! - successes: `success_counts`, one row per (group, tenant) per group
+//!   commit that ended triggers of theirs as succeeded, at its clock (the
+//!   triggers' `finished_at`; migration 0024), one range of
+//!   `success_counts_at (resource_group, at, tenant)` per group;
 //! - arrivals, in two disjoint parts: triggers whose plan time falls in
 //!   the window, through `triggers_job (job_id, scheduled_at)`, one range
 //!   per job; and triggers created in the window for a plan time already
@@ -136,14 +138,11 @@ const BACKLOG: &str = concat!(
     " AND next_run_at <= ?1 AND (?2 IS NULL OR tenant = ?2) GROUP BY resource_group"
 );
 
-/// Succeeded in `(?2, ?1]`, per group: one range of `triggers_succeeded`
-/// each (a correlated count, so no plan can scan other groups' history).
-const SUCCESSES: &str = concat!(
-    "SELECT g.name, (SELECT count(*) FROM triggers t WHERE t.state = ",
-    trigger_state!(succeeded),
-    " AND t.resource_group = g.name AND t.finished_at > ?2 AND t.finished_at <= ?1 \
-     AND (?3 IS NULL OR t.tenant = ?3)) FROM resource_groups g"
-);
+/// Succeeded in `(?2, ?1]`, per group: one range of `success_counts_at`
+/// each (a correlated sum, so no plan can scan other groups' history).
+const SUCCESSES: &str = "SELECT g.name, (SELECT CAST(coalesce(sum(s.n), 0) AS BIGINT) \
+     FROM success_counts s WHERE s.resource_group = g.name AND s.at > ?2 AND s.at <= ?1 \
+     AND (?3 IS NULL OR s.tenant = ?3)) FROM resource_groups g";
 
 /// Arrivals, part one: plan time in `(?2, ?1]`, created by `?1`, one
 /// range of `triggers_job` per job (of the tenant, when asked). Written

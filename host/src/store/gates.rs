@@ -320,7 +320,10 @@ impl Store {
         let mut running_asked = self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
         let paused = self.scoped_moves(&mut tx, PAUSE_QUEUED, scope).await?;
         // The claims that committed meanwhile (see the module comment).
-        running_asked += self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
+        // None on SQLite: its write lock kept every claim out since BEGIN.
+        if self.dialect == Dialect::Postgres {
+            running_asked += self.scoped_exec(&mut tx, ASK_RUNNING, scope).await?;
+        }
         let queued_paused = paused.len() as u64;
         let report = PauseReport {
             scope: scope.clone(),
@@ -497,7 +500,10 @@ impl Store {
         let mut stop_requested = self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
         let cancelled_now = self.scoped_moves(&mut tx, CANCEL_QUEUED, scope).await?;
         // The claims that committed meanwhile (see the module comment).
-        stop_requested += self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
+        // None on SQLite: its write lock kept every claim out since BEGIN.
+        if self.dialect == Dialect::Postgres {
+            stop_requested += self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;
+        }
         let cancelled = cancelled_now.len() as u64;
         let report = CancelReport {
             cancelled,

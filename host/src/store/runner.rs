@@ -8,8 +8,8 @@ pub(in crate::store) use claim::{fresh_lane, recovery_lane, running_rows};
 mod commit;
 mod postgres;
 
-pub(in crate::store) use postgres::PREPARE_CLAIM_CHECK;
 pub use postgres::hot_statements;
+pub(in crate::store) use postgres::{ClaimPath, prepare_claim};
 
 use super::dialect::now_ms;
 use super::fence::lease_fence;

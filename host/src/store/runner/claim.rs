@@ -149,30 +149,54 @@ impl Store {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let (owner, lease_ms, now) = (request.owner, request.lease_ms, request.now);
+        let ask = Ask {
+            owner: request.owner,
+            lease_ms: request.lease_ms,
+            limit,
+            share,
+            now: request.now,
+        };
         match self.dialect {
-            Dialect::Sqlite => self.claim_sqlite(owner, lease_ms, limit, share, now).await,
-            Dialect::Postgres => {
-                self.claim_postgres(owner, lease_ms, limit, share, now)
-                    .await
-            }
+            Dialect::Sqlite => self.claim_sqlite(ask).await,
+            Dialect::Postgres => self.claim_postgres(ask).await,
         }
     }
 
     /// SQLite's claim: read the candidates, choose, update, insert — one
     /// transaction on the writer thread (see [`super::sqlite_writer`]).
-    async fn claim_sqlite(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        share: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
-        let owner = owner.to_string();
-        self.sqlite_write(move |tx| claim_in(tx, &owner, lease_ms, limit, share, now))
-            .await
+    async fn claim_sqlite(&self, ask: Ask<'_>) -> StoreResult<Vec<Claim>> {
+        let owner = ask.owner.to_string();
+        let Ask {
+            lease_ms,
+            limit,
+            share,
+            now,
+            ..
+        } = ask;
+        self.sqlite_write(move |tx| {
+            let ask = Ask {
+                owner: &owner,
+                lease_ms,
+                limit,
+                share,
+                now,
+            };
+            claim_in(tx, ask)
+        })
+        .await
     }
+}
+
+/// What a claim asks for ([`RunnerStore::claim`]): its owner, lease,
+/// limit (above 0), the recovery lane's share of it (`0..=limit`), and an
+/// injected now (tests; `None` reads the database clock).
+#[derive(Clone, Copy)]
+pub(super) struct Ask<'a> {
+    pub owner: &'a str,
+    pub lease_ms: i64,
+    pub limit: i64,
+    pub share: i64,
+    pub now: Option<i64>,
 }
 
 /// The columns of a [`Candidate`] after its lane's id, lane, priority and
@@ -187,12 +211,13 @@ macro_rules! candidate_columns {
 }
 
 /// The claims' lock on PostgreSQL: every resource group's row, in name
-/// order. A claim takes it before it counts (see
+/// order (no column: it is sent in the claim's simple queries, whose
+/// rows are read, see `store/runner/postgres/literal.rs`). A claim takes it before it counts (see
 /// `store/runner/postgres.rs`): from its first read, or only to check and
 /// commit a batch it chose without it.
 macro_rules! lock_groups {
     () => {
-        "SELECT name FROM resource_groups ORDER BY name FOR NO KEY UPDATE"
+        "SELECT FROM resource_groups ORDER BY name FOR NO KEY UPDATE"
     };
 }
 
@@ -670,14 +695,14 @@ pub(super) fn choose(
 /// SQLite's claim, inside the writer's `BEGIN IMMEDIATE` transaction: the
 /// write lock is held from the first read, so nothing moves between
 /// choosing the batch and claiming it.
-fn claim_in(
-    tx: &rusqlite::Transaction<'_>,
-    owner: &str,
-    lease_ms: i64,
-    limit: i64,
-    share: i64,
-    now: Option<i64>,
-) -> StoreResult<Vec<Claim>> {
+fn claim_in(tx: &rusqlite::Transaction<'_>, ask: Ask<'_>) -> StoreResult<Vec<Claim>> {
+    let Ask {
+        owner,
+        lease_ms,
+        limit,
+        share,
+        now,
+    } = ask;
     let now: i64 = match now {
         Some(now) => now,
         None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,

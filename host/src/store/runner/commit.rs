@@ -9,7 +9,8 @@ use super::super::fence::lease_fence;
 use super::super::*;
 use crate::model::{AttemptEnd, LeaseRef, ReleaseReason, Transition};
 use crate::trigger_state;
-use std::collections::HashSet;
+use rusqlite::OptionalExtension;
+use std::collections::{HashMap, HashSet};
 
 /// The ends of a batch whose fenced transition applied, as (trigger,
 /// token): a trigger's id alone would not tell a current end from a stale
@@ -51,7 +52,8 @@ pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
          lease_owner = NULL, lease_until = NULL, \
          finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
      WHERE ",
-    lease_fence!("triggers", id = "?1", token = "?2")
+    lease_fence!("triggers", id = "?1", token = "?2"),
+    " RETURNING state, resource_group, tenant"
 );
 
 impl Store {
@@ -185,9 +187,10 @@ impl Store {
 }
 
 /// SQLite's group commit, inside the writer's transaction: per end, one
-/// prepared statement makes the fenced transition — its row count says
-/// whether the token and state still held — and, if it moved, one closes
-/// its attempt. In-thread calls on cached statements, so the batch costs
+/// prepared statement makes the fenced transition — the row it returns
+/// says the token and state still held — and, if it moved, one closes
+/// its attempt; then one row per (group, tenant) with successes counts
+/// them (`success_counts`, migration 0024, read by `paddock status`). In-thread calls on cached statements, so the batch costs
 /// SQLite's work and one hand-off (see [`super::super::sqlite_writer`]).
 fn finish_in(
     tx: &rusqlite::Transaction<'_>,
@@ -202,20 +205,29 @@ fn finish_in(
          WHERE id = ?1 AND fencing_token = ?2",
     )?;
     let mut moved = HashSet::with_capacity(ends.len());
+    let mut succeeded: HashMap<(String, String), i64> = HashMap::new();
     for (lease, end) in ends {
-        let changed = transition.execute(rusqlite::params![
-            lease.trigger_id,
-            lease.fencing_token.get(),
-            end.trigger_state.as_str(),
-            end.result,
-            end.error_class,
-            end.error_message,
-            end.retry_after_ms,
-            end.trigger_state.is_terminal() as i64,
-            now,
-        ])?;
-        if changed == 0 {
+        let changed: Option<(String, String, String)> = transition
+            .query_row(
+                rusqlite::params![
+                    lease.trigger_id,
+                    lease.fencing_token.get(),
+                    end.trigger_state.as_str(),
+                    end.result,
+                    end.error_class,
+                    end.error_message,
+                    end.retry_after_ms,
+                    end.trigger_state.is_terminal() as i64,
+                    now,
+                ],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        let Some((state, group, tenant)) = changed else {
             continue;
+        };
+        if state == crate::model::TriggerState::Succeeded.as_str() {
+            *succeeded.entry((group, tenant)).or_default() += 1;
         }
         close.execute(rusqlite::params![
             lease.attempt_id,
@@ -230,6 +242,12 @@ fn finish_in(
             end.log,
         ])?;
         moved.insert(moved_key(lease));
+    }
+    let mut count = tx.prepare_cached(
+        "INSERT INTO success_counts (resource_group, tenant, at, n) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for ((group, tenant), n) in succeeded {
+        count.execute(rusqlite::params![group, tenant, now, n])?;
     }
     Ok(moved)
 }

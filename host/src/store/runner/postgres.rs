@@ -10,13 +10,14 @@
 //! (an implicit transaction), and every step of a commit is a function of
 //! the step before it, which data-modifying CTEs express — so a `BEGIN`,
 //! the steps and a `COMMIT` (4-6 round trips, each waiting on the network
-//! and the server) become one. The claim is one transaction of four round
-//! trips ([`claim_on`]): `BEGIN`, the candidates ([`CANDIDATES`]: every
-//! lane's queues, locked, with what the choice needs), the claim of the
-//! batch the client chose ([`CLAIM`]) with the same code as SQLite
-//! ([`super::claim::choose`]), then the groups' lock, a check of the
-//! limits and the `COMMIT` ([`CHECK_AND_COMMIT`]) — or, after a refused
-//! check, the lock first ([`BEGIN_AND_LOCK_GROUPS`]). The choice is the
+//! and the server) become one. The claim is one transaction of two round
+//! trips ([`claim_on`]), each a simple query of statements the session
+//! prepared when it opened ([`prepare_claim`]): `BEGIN` and the candidates
+//! ([`CANDIDATES`]: every lane's queues, locked, with what the choice
+//! needs); then the claim of the batch the client chose ([`CLAIM`]) with
+//! the same code as SQLite ([`super::claim::choose`]), the groups' lock, a
+//! check of the limits and the `COMMIT` ([`check_and_commit`]) — or, after
+//! a refused check, the lock first ([`BEGIN_AND_LOCK_GROUPS`]). The choice is the
 //! client's because the fair-share ranking — windows, each a sort — cost
 //! the server more than the round trip it saves, and the server is what
 //! every process shares. The plans: every walk is an
@@ -31,19 +32,19 @@
 use super::super::fence::lease_fence;
 use super::super::*;
 use super::claim::{
-    Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, lock_groups, recovery_lane, running_rows,
-    score_queue,
+    Ask, Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, lock_groups, recovery_lane,
+    running_rows, score_queue,
 };
 use super::commit::Moved;
 use crate::model::{AttemptEnd, Claim, FencingToken, LeaseRef};
 use crate::trigger_state;
-use sqlx::Executor;
+use sqlx::{Executor, FromRow};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod check;
-pub(in crate::store) use check::PREPARE_CLAIM_CHECK;
-use check::{REFUSED, check_and_commit};
+mod literal;
+use check::{PREPARE_CLAIM_CHECK, REFUSED, check_and_commit};
 
 /// The database clock on PostgreSQL (see [`super::super::dialect::POSTGRES_NOW`]).
 macro_rules! pg_now {
@@ -76,7 +77,7 @@ macro_rules! running_counts {
 /// count, minimum share, recovery share and ramp, and its recovery lane's
 /// running count). Under the claims' lock ([`claim_locked`]) every claim
 /// committed before this one is counted; without it ([`claim_unlocked`])
-/// claims committing meanwhile are not, and [`CHECK_AND_COMMIT`] counts
+/// claims committing meanwhile are not, and [`check_and_commit`] counts
 /// again under the lock before the batch commits.
 macro_rules! claim_room {
     () => {
@@ -205,7 +206,7 @@ pub(in crate::store) const CLAIM_UPDATE: &str = claim_update!();
 /// [`claim_locked`] takes it before it reads, sent with the `BEGIN` as one
 /// simple query: one round trip where two were (each ~70 µs on a loaded
 /// 2-core machine, measured with pgbench). [`claim_unlocked`] takes it
-/// only for its last round trip ([`CHECK_AND_COMMIT`]).
+/// only for its last round trip ([`check_and_commit`]).
 const BEGIN_AND_LOCK_GROUPS: &str = concat!("BEGIN; ", lock_groups!());
 
 /// After a refusal, how many claims of the store take the claims' lock
@@ -446,7 +447,8 @@ macro_rules! finish_move {
          updated_at = (SELECT now FROM clock) \
      FROM ends WHERE triggers.id = ANY($1) AND ",
             lease_fence!("triggers", id = "ends.trigger_id", token = "ends.token"),
-            " RETURNING triggers.id, triggers.fencing_token"
+            " RETURNING triggers.id, triggers.fencing_token, triggers.state, \
+         triggers.resource_group, triggers.tenant"
         )
     };
 }
@@ -455,7 +457,9 @@ pub(in crate::store) const FINISH_MOVE: &str = finish_move!();
 
 /// The whole group commit, the batch as one array per column: the fenced
 /// transitions, then the attempts of the ends that moved (each fenced by
-/// its own token too). Returns the (trigger, token) pairs that moved.
+/// its own token too), and the successes counted, one row per (group,
+/// tenant) in `success_counts` (migration 0024, read by `paddock status`).
+/// Returns the (trigger, token) pairs that moved.
 ///
 /// Every row is reachable only by a key lookup, whatever the planner
 /// believes: triggers by `id = ANY($1)` (the `triggers_running` index's
@@ -480,35 +484,33 @@ const FINISH: &str = concat!(
          wall_ms = ends.wall_ms, log = ends.log \
          FROM ends JOIN moved ON moved.id = ends.trigger_id AND moved.fencing_token = ends.token \
          WHERE attempts.id = ANY($9) AND attempts.id = ends.attempt_id \
-             AND attempts.trigger_id = ends.trigger_id AND attempts.fencing_token = ends.token) \
+             AND attempts.trigger_id = ends.trigger_id AND attempts.fencing_token = ends.token), \
+     counted AS (INSERT INTO success_counts (resource_group, tenant, at, n) \
+         SELECT resource_group, tenant, (SELECT now FROM clock), count(*) FROM moved \
+         WHERE state = ",
+    trigger_state!(succeeded),
+    " GROUP BY resource_group, tenant) \
      SELECT id, fencing_token FROM moved"
 );
 
 impl Store {
+    /// Claims of this store whose batch, chosen without the claims' lock,
+    /// its check refused — each claimed again under the lock ([`claim_on`]).
+    /// Always 0 on SQLite, whose claims hold the write lock throughout.
+    pub fn claims_refused(&self) -> u64 {
+        self.claim_path.refused()
+    }
+
     /// [`RunnerStore::claim`] on PostgreSQL ([`claim_on`]) on a
     /// connection of the hot pool. A claim that fails or is dropped may
     /// leave its session inside a transaction that no guard rolls back (a
     /// `BEGIN` that took before its lock failed, see
     /// [`BEGIN_AND_LOCK_GROUPS`]; the `BEGIN` of [`claim_unlocked`]), so
     /// its connection is closed rather than given back ([`Unclean`]).
-    pub(in crate::store) async fn claim_postgres(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        limit: i64,
-        share: i64,
-        now: Option<i64>,
-    ) -> StoreResult<Vec<Claim>> {
+    pub(super) async fn claim_postgres(&self, ask: Ask<'_>) -> StoreResult<Vec<Claim>> {
         let mut held = Unclean(Some(self.hot().acquire().await?));
         let conn = held.0.as_mut().expect("just acquired");
-        let ask = Ask {
-            owner,
-            lease_ms,
-            limit,
-            share,
-            now,
-        };
-        let claimed = claim_on(conn, ask, &self.claims_locked_next).await;
+        let claimed = claim_on(conn, ask, &self.claim_path).await;
         if claimed.is_ok() {
             // Clean: back to the pool.
             held.0.take();
@@ -564,15 +566,20 @@ impl Store {
     }
 }
 
-/// What a claim asks for ([`RunnerStore::claim`]): its owner, lease,
-/// limit, the recovery lane's share of it, and an injected now (tests).
-#[derive(Clone, Copy)]
-struct Ask<'a> {
-    owner: &'a str,
-    lease_ms: i64,
-    limit: i64,
-    share: i64,
-    now: Option<i64>,
+/// How this store's PostgreSQL claims have fared: how many of the next
+/// ones take the claims' lock before they read ([`claim_on`]), and how many
+/// checks refused a batch chosen without it (`/metrics`:
+/// `paddock_claims_refused_total`).
+#[derive(Debug, Default)]
+pub(in crate::store) struct ClaimPath {
+    locked_next: AtomicU32,
+    refused: AtomicU64,
+}
+
+impl ClaimPath {
+    pub(in crate::store) fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
 }
 
 /// A hot connection closed when dropped, unless taken back out first.
@@ -592,10 +599,10 @@ impl Drop for Unclean {
 ///
 /// - [`claim_unlocked`], first: the candidates are read and the batch
 ///   claimed without the lock, which is then taken only to check the
-///   limits and commit ([`CHECK_AND_COMMIT`]) — so claims of several
+///   limits and commit ([`check_and_commit`]) — so claims of several
 ///   processes write side by side and queue only for that last round trip.
 /// - [`claim_locked`], when that check refuses the batch, and for the next
-///   [`LOCKED_AFTER_REFUSAL`] claims of the store (`locked_next`): the
+///   [`LOCKED_AFTER_REFUSAL`] claims of the store ([`ClaimPath`]): the
 ///   lock from the first read, so the batch fits the rooms it read.
 ///
 /// Both choose with the same code ([`choose`]); with one claimer they
@@ -603,51 +610,49 @@ impl Drop for Unclean {
 async fn claim_on(
     conn: &mut sqlx::PgConnection,
     ask: Ask<'_>,
-    locked_next: &AtomicU32,
+    path: &ClaimPath,
 ) -> StoreResult<Vec<Claim>> {
-    let locked = locked_next
+    let locked = path
+        .locked_next
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
         .is_ok();
     if !locked {
         match claim_unlocked(conn, ask).await? {
             Some(claims) => return Ok(claims),
-            None => locked_next.store(LOCKED_AFTER_REFUSAL, Ordering::Relaxed),
+            None => {
+                path.refused.fetch_add(1, Ordering::Relaxed);
+                path.locked_next
+                    .store(LOCKED_AFTER_REFUSAL, Ordering::Relaxed);
+            }
         }
     }
     claim_locked(conn, ask).await
 }
 
-/// The claim under the claims' lock, in one transaction:
-/// [`BEGIN_AND_LOCK_GROUPS`], the [`CANDIDATES`] (locked), the choice
-/// ([`choose`]), then [`CLAIM`] of the chosen batch.
+/// The claim under the claims' lock, in one transaction of two round
+/// trips: [`BEGIN_AND_LOCK_GROUPS`] and the [`CANDIDATES`] (locked), the
+/// choice ([`choose`]), then [`CLAIM`] of the chosen batch and `COMMIT`.
 async fn claim_locked(conn: &mut sqlx::PgConnection, ask: Ask<'_>) -> StoreResult<Vec<Claim>> {
-    let mut tx = sqlx::Connection::begin_with(conn, BEGIN_AND_LOCK_GROUPS).await?;
-    let (chosen, scored) = candidates_and_choice(&mut tx, ask).await?;
-    let claims = claim_chosen(&mut tx, &chosen, scored.now, ask).await?;
-    tx.commit().await?;
-    Ok(claims)
+    let (chosen, scored) = candidates_and_choice(conn, BEGIN_AND_LOCK_GROUPS, ask).await?;
+    let rows = claim_chosen(conn, &chosen, scored.now, ask, "COMMIT").await?;
+    claims_of(&rows, &chosen)
 }
 
-/// The claim without the claims' lock until its last round trip, in one
-/// transaction: `BEGIN`, the [`CANDIDATES`] (locked, so no other claim
-/// takes them), the choice ([`choose`]), [`CLAIM`] of the chosen batch,
-/// then [`CHECK_AND_COMMIT`]. `None` if the check refused the batch
-/// (rolled back). The transaction is `BEGIN` and `COMMIT` sent by hand
-/// (the last one inside the check's query), so a claim that fails or is
-/// dropped leaves it open: [`Store::claim_postgres`] closes the connection.
+/// The claim without the claims' lock until its last statements, in one
+/// transaction of two round trips: `BEGIN` and the [`CANDIDATES`]
+/// (locked, so no other claim takes them), the choice ([`choose`]), then
+/// [`CLAIM`] of the chosen batch and [`check_and_commit`]. `None` if the
+/// check refused the batch (rolled back). The transaction is `BEGIN` and
+/// `COMMIT` sent by hand, so a claim that fails or is dropped leaves it
+/// open: [`Store::claim_postgres`] closes the connection.
 async fn claim_unlocked(
     conn: &mut sqlx::PgConnection,
     ask: Ask<'_>,
 ) -> StoreResult<Option<Vec<Claim>>> {
-    conn.execute("BEGIN").await?;
-    let (chosen, scored) = candidates_and_choice(&mut *conn, ask).await?;
-    let claims = claim_chosen(&mut *conn, &chosen, scored.now, ask).await?;
+    let (chosen, scored) = candidates_and_choice(conn, "BEGIN", ask).await?;
     let check = check_and_commit(&chosen, &scored);
-    match sqlx::raw_sql(sqlx::AssertSqlSafe(check))
-        .execute(&mut *conn)
-        .await
-    {
-        Ok(_) => Ok(Some(claims)),
+    match claim_chosen(conn, &chosen, scored.now, ask, &check).await {
+        Ok(rows) => Ok(Some(claims_of(&rows, &chosen)?)),
         Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(REFUSED) => {
             conn.execute("ROLLBACK").await?;
             tracing::debug!(
@@ -660,16 +665,24 @@ async fn claim_unlocked(
     }
 }
 
-/// [`CANDIDATES`], scored, and the batch [`choose`] picks from them.
+/// The claim's first round trip — `begin` (`BEGIN`, with or without the
+/// claims' lock) and [`CANDIDATES`] — scored, and the batch [`choose`]
+/// picks from them.
 async fn candidates_and_choice(
     conn: &mut sqlx::PgConnection,
+    begin: &str,
     ask: Ask<'_>,
 ) -> StoreResult<(Vec<i64>, Scored)> {
-    let rows: Vec<QueueRow> = sqlx::query_as(CANDIDATES)
-        .bind(ask.now)
-        .bind(ask.limit)
-        .fetch_all(&mut *conn)
-        .await?;
+    let text = format!(
+        "{begin}; EXECUTE paddock_candidates({}, {})",
+        literal::maybe_int(ask.now),
+        ask.limit
+    );
+    let rows = literal::rows(conn, text)
+        .await?
+        .iter()
+        .map(QueueRow::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut scored = scored(rows);
     let tenant_rooms = std::mem::take(&mut scored.tenant_rooms);
     let chosen = choose(
@@ -682,24 +695,37 @@ async fn candidates_and_choice(
     Ok((chosen, scored))
 }
 
-/// [`CLAIM`] of the chosen batch at the candidates' `now` (none: nothing
-/// to send).
+/// The claim's last round trip: [`CLAIM`] of the chosen batch at the
+/// candidates' `now` (nothing if none was chosen), then `then` (`COMMIT`,
+/// or the check and `COMMIT`) — one simple query. The claimed rows.
 async fn claim_chosen(
     conn: &mut sqlx::PgConnection,
     chosen: &[i64],
     now: i64,
     ask: Ask<'_>,
-) -> StoreResult<Vec<Claim>> {
-    if chosen.is_empty() {
-        return Ok(Vec::new());
+    then: &str,
+) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+    let mut text = String::new();
+    if !chosen.is_empty() {
+        text.push_str("EXECUTE paddock_claim(");
+        text.push_str(&now.to_string());
+        text.push_str(", ");
+        literal::text(&mut text, ask.owner);
+        text.push_str(", ");
+        text.push_str(&ask.lease_ms.to_string());
+        text.push_str(", ");
+        literal::int_array(&mut text, chosen.iter().copied());
+        text.push_str("); ");
     }
-    let rows = sqlx::query(CLAIM)
-        .bind(now)
-        .bind(ask.owner)
-        .bind(ask.lease_ms)
-        .bind(chosen)
-        .fetch_all(&mut *conn)
-        .await?;
+    text.push_str(then);
+    literal::rows(conn, text).await
+}
+
+/// The claims of the chosen batch, one per row [`CLAIM`] returned. A row
+/// short would mean a chosen trigger not claimed, which its lock since
+/// [`CANDIDATES`] rules out; the claim then fails, and whatever it
+/// committed lapses and is taken over.
+fn claims_of(rows: &[sqlx::postgres::PgRow], chosen: &[i64]) -> StoreResult<Vec<Claim>> {
     if rows.len() != chosen.len() {
         return Err(StoreError::Conflict(format!(
             "claim of {} triggers claimed {}",
@@ -708,6 +734,22 @@ async fn claim_chosen(
         )));
     }
     Ok(rows.iter().map(claim_of).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The claim's statements, prepared by every hot session when it opens
+/// (see `open_hot_pool`), one simple query: [`CANDIDATES`] as
+/// `paddock_candidates`, [`CLAIM`] as `paddock_claim` and the check
+/// ([`PREPARE_CLAIM_CHECK`]). Prepared by name, a claim can send `BEGIN`
+/// with its candidates, and its claim with the check and `COMMIT`, each
+/// pair as one simple query: two round trips where there were four, each
+/// a wait for a core on a busy machine (~0.9 ms apiece measured inside
+/// the throughput bench, where `BEGIN` alone took as long).
+pub(in crate::store) fn prepare_claim() -> String {
+    format!(
+        "PREPARE paddock_candidates (BIGINT, BIGINT) AS {CANDIDATES}; \
+         PREPARE paddock_claim (BIGINT, TEXT, BIGINT, BIGINT[]) AS {CLAIM}; \
+         {PREPARE_CLAIM_CHECK}"
+    )
 }
 
 /// The hot statements' texts, for `benches/claim_plans.rs` (which shows

@@ -5,6 +5,7 @@
 
 use super::super::claim::{lock_groups, recovery_ceilings, running_rows};
 use super::Scored;
+use super::literal::int_array;
 use std::collections::HashMap;
 
 /// The last round trip of a claim that chose its batch without the
@@ -20,13 +21,10 @@ use std::collections::HashMap;
 /// lock used to wait behind.
 ///
 /// One simple query, so its arguments are written in (integer arrays, see
-/// [`check_and_commit`]); the check itself is prepared once per session,
-/// so it is not planned again for every claim (~0.7 ms a claim, measured
-/// with `EXPLAIN ANALYZE`).
-pub(super) const CHECK_AND_COMMIT: &str = concat!(
-    lock_groups!(),
-    "; EXECUTE paddock_claim_check('{$pairs}', '{$ceiling_ids}', '{$ceilings}'); COMMIT"
-);
+/// [`check_and_commit`], which ends the text); the check itself is
+/// prepared once per session, so it is not planned again for every claim
+/// (~0.7 ms a claim, measured with `EXPLAIN ANALYZE`).
+const CHECK_AND_COMMIT: &str = concat!(lock_groups!(), "; EXECUTE paddock_claim_check(");
 
 /// The claims' check, prepared by every hot session when it opens (see
 /// `open_hot_pool`): `$1` one new claim of each (group, tenant) the batch
@@ -35,7 +33,7 @@ pub(super) const CHECK_AND_COMMIT: &str = concat!(
 /// (`paddock_refuse_claim`, migration 0023) if any of those groups or
 /// tenants is held or over its limit, or any of those recovery lanes over
 /// its ceiling — counted as [`super::CANDIDATES`] counts (`triggers_running`).
-pub(in crate::store) const PREPARE_CLAIM_CHECK: &str = concat!(
+pub(super) const PREPARE_CLAIM_CHECK: &str = concat!(
     "PREPARE paddock_claim_check (BIGINT[], BIGINT[], BIGINT[]) AS \
      WITH mine AS MATERIALIZED (SELECT resource_group, tenant FROM triggers WHERE id = ANY($1)), \
      ceilings AS MATERIALIZED (SELECT t.resource_group, c.ceiling \
@@ -87,14 +85,13 @@ pub(super) fn check_and_commit(chosen: &[i64], scored: &Scored) -> String {
         return "COMMIT".to_string();
     }
     let ceilings = recovery_ceilings(&scored.candidates, &scored.rooms);
-    let list =
-        |ns: &mut dyn Iterator<Item = i64>| ns.map(|n| n.to_string()).collect::<Vec<_>>().join(",");
     let recovering: Vec<(&str, i64)> = recovering.into_iter().collect();
-    CHECK_AND_COMMIT
-        .replace("$pairs", &list(&mut pairs.values().copied()))
-        .replace("$ceiling_ids", &list(&mut recovering.iter().map(|r| r.1)))
-        .replace(
-            "$ceilings",
-            &list(&mut recovering.iter().map(|r| ceilings[r.0])),
-        )
+    let mut text = String::from(CHECK_AND_COMMIT);
+    int_array(&mut text, pairs.values().copied());
+    text.push_str(", ");
+    int_array(&mut text, recovering.iter().map(|r| r.1));
+    text.push_str(", ");
+    int_array(&mut text, recovering.iter().map(|r| ceilings[r.0]));
+    text.push_str("); COMMIT");
+    text
 }
