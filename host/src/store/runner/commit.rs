@@ -9,8 +9,7 @@ use super::super::fence::lease_fence;
 use super::super::*;
 use crate::model::{AttemptEnd, LeaseRef, ReleaseReason, Transition};
 use crate::trigger_state;
-use rusqlite::OptionalExtension;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// The ends of a batch whose fenced transition applied, as (trigger,
 /// token): a trigger's id alone would not tell a current end from a stale
@@ -53,7 +52,6 @@ pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
          finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
      WHERE ",
     lease_fence!("triggers", id = "?1", token = "?2"),
-    " RETURNING state, resource_group, tenant"
 );
 
 impl Store {
@@ -186,11 +184,19 @@ impl Store {
     }
 }
 
+/// The successes of a SQLite group commit, one row per (group, tenant):
+/// `?1` the commit's clock, `?2` the ids of the triggers it moved to
+/// `succeeded` (a JSON array), each found by its key.
+const COUNT_SUCCESSES: &str = "INSERT INTO success_counts (resource_group, tenant, at, n) \
+     SELECT t.resource_group, t.tenant, ?1, count(*) FROM json_each(?2) AS j \
+     JOIN triggers t ON t.id = j.value GROUP BY t.resource_group, t.tenant";
+
 /// SQLite's group commit, inside the writer's transaction: per end, one
-/// prepared statement makes the fenced transition — the row it returns
-/// says the token and state still held — and, if it moved, one closes
-/// its attempt; then one row per (group, tenant) with successes counts
-/// them (`success_counts`, migration 0024, read by `paddock status`). In-thread calls on cached statements, so the batch costs
+/// prepared statement makes the fenced transition — its row count says
+/// whether the token and state still held — and, if it moved, one closes
+/// its attempt; then one statement counts the successes per (group,
+/// tenant) ([`COUNT_SUCCESSES`]: `success_counts`, migration 0024, read
+/// by `paddock status`). In-thread calls on cached statements, so the batch costs
 /// SQLite's work and one hand-off (see [`super::super::sqlite_writer`]).
 fn finish_in(
     tx: &rusqlite::Transaction<'_>,
@@ -205,29 +211,24 @@ fn finish_in(
          WHERE id = ?1 AND fencing_token = ?2",
     )?;
     let mut moved = HashSet::with_capacity(ends.len());
-    let mut succeeded: HashMap<(String, String), i64> = HashMap::new();
+    let mut succeeded = Vec::new();
     for (lease, end) in ends {
-        let changed: Option<(String, String, String)> = transition
-            .query_row(
-                rusqlite::params![
-                    lease.trigger_id,
-                    lease.fencing_token.get(),
-                    end.trigger_state.as_str(),
-                    end.result,
-                    end.error_class,
-                    end.error_message,
-                    end.retry_after_ms,
-                    end.trigger_state.is_terminal() as i64,
-                    now,
-                ],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()?;
-        let Some((state, group, tenant)) = changed else {
+        let changed = transition.execute(rusqlite::params![
+            lease.trigger_id,
+            lease.fencing_token.get(),
+            end.trigger_state.as_str(),
+            end.result,
+            end.error_class,
+            end.error_message,
+            end.retry_after_ms,
+            end.trigger_state.is_terminal() as i64,
+            now,
+        ])?;
+        if changed == 0 {
             continue;
-        };
-        if state == crate::model::TriggerState::Succeeded.as_str() {
-            *succeeded.entry((group, tenant)).or_default() += 1;
+        }
+        if end.trigger_state == crate::model::TriggerState::Succeeded {
+            succeeded.push(lease.trigger_id);
         }
         close.execute(rusqlite::params![
             lease.attempt_id,
@@ -243,11 +244,10 @@ fn finish_in(
         ])?;
         moved.insert(moved_key(lease));
     }
-    let mut count = tx.prepare_cached(
-        "INSERT INTO success_counts (resource_group, tenant, at, n) VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    for ((group, tenant), n) in succeeded {
-        count.execute(rusqlite::params![group, tenant, now, n])?;
+    if !succeeded.is_empty() {
+        let ids = serde_json::to_string(&succeeded).expect("ids serialize");
+        tx.prepare_cached(COUNT_SUCCESSES)?
+            .execute(rusqlite::params![now, ids])?;
     }
     Ok(moved)
 }
