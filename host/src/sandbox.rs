@@ -98,6 +98,8 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<GuestState>,
     prepared: Mutex<HashMap<String, Prepared>>,
+    /// Components compiled here ([`Sandbox::prepare`] that missed the cache).
+    compiles: std::sync::atomic::AtomicU64,
     /// The pool's instance slots, one per running guest ([`Sandbox::run`]).
     instances: tokio::sync::Semaphore,
     config: SandboxConfig,
@@ -170,6 +172,7 @@ impl Sandbox {
             engine,
             linker,
             prepared: Mutex::new(HashMap::new()),
+            compiles: Default::default(),
             instances: tokio::sync::Semaphore::new(config.max_instances as usize),
             config,
             memory: Arc::default(),
@@ -249,6 +252,8 @@ impl Sandbox {
             return Ok(p.clone());
         }
         let (_, manifest, pre) = self.compile(bytes)?;
+        self.compiles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let prepared = Prepared {
             pre,
             manifest: Arc::new(manifest),
@@ -258,6 +263,12 @@ impl Sandbox {
             .expect("prepared cache")
             .insert(digest.to_string(), prepared.clone());
         Ok(prepared)
+    }
+
+    /// How many components this sandbox compiled (each a miss of its
+    /// cache of prepared components).
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether `digest` is already compiled and linked in this process.

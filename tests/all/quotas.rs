@@ -263,6 +263,33 @@ async fn more_slots_than_the_instance_pool_fail_no_attempt(db: Db) {
     ledger.stop().await;
 }
 
+db_test!(a_component_is_compiled_once_however_many_attempts_start_it_together);
+/// A runner whose sandbox has not compiled the job's component claims 20
+/// of its triggers at once: one attempt fetches and compiles it, the 19
+/// others wait their turn and find it compiled (before, each fetched the
+/// bytes and compiled its own copy, all at once).
+async fn a_component_is_compiled_once_however_many_attempts_start_it_together(db: Db) {
+    let mut host = TestHost::new(db).await;
+    host.job("solo", "noop", "").await;
+    for i in 0..20 {
+        host.trigger("solo", serde_json::json!({ "i": i })).await;
+    }
+    host.sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+    let runner = slots_runner(&host, 20);
+    let summaries = runner.run_until_idle().await.unwrap();
+    assert_eq!(summaries.len(), 20);
+    for t in host.store.triggers_list(100).await.unwrap() {
+        assert_eq!(
+            t.state.as_str(),
+            "succeeded",
+            "trigger {}: {:?}",
+            t.id,
+            t.error_message
+        );
+    }
+    assert_eq!(host.sandbox.compiles(), 1);
+}
+
 /// A runner with `slots` slots, claiming as many at a time.
 pub(crate) fn slots_runner(
     host: &TestHost,

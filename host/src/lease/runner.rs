@@ -21,7 +21,7 @@ use crate::model::{
     ResourceGroup, RunReport, RunResult, StopReason, decide_end,
 };
 use crate::sandbox::wit::context::Invocation;
-use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
+use crate::sandbox::{AttemptServices, GuestLimits, Prepared, Sandbox, StopSignal};
 use crate::schedule::ScheduleSpec;
 use crate::store::{ClaimRequest, RunnerStore, Store, StoreError, StoreResult};
 use std::collections::HashMap;
@@ -141,6 +141,8 @@ struct Plan {
 pub struct Runner {
     plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
     groups: std::sync::Mutex<HashMap<String, (std::time::Instant, ResourceGroup)>>,
+    /// One turn per component to fetch and compile it ([`Runner::prepared`]).
+    compiling: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     store: Arc<dyn RunnerStore>,
     sandbox: Arc<Sandbox>,
     config: RunnerConfig,
@@ -190,6 +192,7 @@ impl Runner {
         Arc::new(Self {
             plans: Default::default(),
             groups: Default::default(),
+            compiling: Default::default(),
             slots: Arc::new(Semaphore::new(config.max_concurrency)),
             store,
             sandbox,
@@ -680,6 +683,40 @@ impl Runner {
         Ok(plan)
     }
 
+    /// The component compiled and linked in this process. The first
+    /// attempt of a component not compiled here yet fetches and compiles
+    /// it; the other attempts of it wait their turn and find it compiled,
+    /// instead of each fetching its bytes and compiling a copy at once (a
+    /// claim of 60 attempts of a new component read its bytes 60 times).
+    async fn prepared(&self, digest: &str) -> Result<Prepared, String> {
+        let cached = || self.sandbox.prepare(digest, &[]).map_err(|e| e.to_string());
+        if self.sandbox.is_prepared(digest) {
+            return cached();
+        }
+        let turn = self
+            .compiling
+            .lock()
+            .expect("compiling")
+            .entry(digest.to_string())
+            .or_default()
+            .clone();
+        let _turn = turn.lock().await;
+        if self.sandbox.is_prepared(digest) {
+            return cached();
+        }
+        let bytes = self
+            .store
+            .component_bytes(digest)
+            .await
+            .map_err(|e| e.to_string())?;
+        let sandbox = self.sandbox.clone();
+        let digest = digest.to_string();
+        tokio::task::spawn_blocking(move || sandbox.prepare(&digest, &bytes))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     async fn run_attempt(
         &self,
         claim: &Claim,
@@ -691,23 +728,7 @@ impl Runner {
         let plan = self.plan(claim).await?;
         let spec = &plan.spec;
         let group = self.group(&claim.resource_group).await?;
-        let prepared = if self.sandbox.is_prepared(&plan.component_digest) {
-            self.sandbox
-                .prepare(&plan.component_digest, &[])
-                .map_err(|e| e.to_string())?
-        } else {
-            let bytes = self
-                .store
-                .component_bytes(&plan.component_digest)
-                .await
-                .map_err(|e| e.to_string())?;
-            let sandbox = self.sandbox.clone();
-            let digest = plan.component_digest.clone();
-            tokio::task::spawn_blocking(move || sandbox.prepare(&digest, &bytes))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?
-        };
+        let prepared = self.prepared(&plan.component_digest).await?;
         let limits = GuestLimits::of_group(&group, &spec.capabilities);
         let invocation = Invocation {
             job_id: claim.job_id.clone(),
