@@ -21,7 +21,7 @@ use crate::model::{
     ResourceGroup, RunReport, RunResult, StopReason, decide_end,
 };
 use crate::sandbox::wit::context::Invocation;
-use crate::sandbox::{AttemptServices, GuestLimits, Prepared, Sandbox, StopSignal};
+use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
 use crate::schedule::ScheduleSpec;
 use crate::store::{ClaimRequest, RunnerStore, Store, StoreError, StoreResult};
 use std::collections::HashMap;
@@ -30,6 +30,8 @@ use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
+
+mod prepare;
 
 /// Runner settings. Every default is listed in [`RunnerConfig::default`].
 #[derive(Debug, Clone)]
@@ -681,40 +683,6 @@ impl Runner {
             .expect("plan cache")
             .insert(key, plan.clone());
         Ok(plan)
-    }
-
-    /// The component compiled and linked in this process. The first
-    /// attempt of a component not compiled here yet fetches and compiles
-    /// it; the other attempts of it wait their turn and find it compiled,
-    /// instead of each fetching its bytes and compiling a copy at once (a
-    /// claim of 60 attempts of a new component read its bytes 60 times).
-    async fn prepared(&self, digest: &str) -> Result<Prepared, String> {
-        let cached = || self.sandbox.prepare(digest, &[]).map_err(|e| e.to_string());
-        if self.sandbox.is_prepared(digest) {
-            return cached();
-        }
-        let turn = self
-            .compiling
-            .lock()
-            .expect("compiling")
-            .entry(digest.to_string())
-            .or_default()
-            .clone();
-        let _turn = turn.lock().await;
-        if self.sandbox.is_prepared(digest) {
-            return cached();
-        }
-        let bytes = self
-            .store
-            .component_bytes(digest)
-            .await
-            .map_err(|e| e.to_string())?;
-        let sandbox = self.sandbox.clone();
-        let digest = digest.to_string();
-        tokio::task::spawn_blocking(move || sandbox.prepare(&digest, &bytes))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
     }
 
     async fn run_attempt(
