@@ -37,7 +37,6 @@ use super::super::*;
 use crate::model::shares::recovery_cap;
 use crate::model::{Claim, FencingToken};
 use crate::trigger_state;
-use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 
 /// A claimable trigger as a claim's candidate scan reports it: what the
@@ -55,7 +54,7 @@ pub(super) struct Candidate {
     pub score: f64,
 }
 
-/// What SQLite's claim reads of a candidate beyond the choice, to make
+/// What SQLite's claim reads of a chosen trigger ([`CLAIMABLES`]) to make
 /// its [`Claim`] (PostgreSQL's claim returns it from the `UPDATE`).
 struct Claimable {
     attempts: i64,
@@ -70,30 +69,36 @@ struct Claimable {
     first_started_at: Option<i64>,
 }
 
-/// A candidate row of SQLite's scan ([`candidate_columns`]).
-fn candidate_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Candidate, Claimable)> {
+/// A chosen trigger's row as [`CLAIMABLES`] reads it, with its id.
+fn claimable_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Claimable)> {
     Ok((
-        Candidate {
-            id: row.get(0)?,
-            lane: row.get(1)?,
-            priority: row.get(2)?,
-            next_run_at: row.get(3)?,
-            tenant: row.get(7)?,
-            resource_group: row.get(12)?,
-            score: TAKEOVER_SCORE,
-        },
+        row.get(0)?,
         Claimable {
-            attempts: row.get(4)?,
-            fencing_token: row.get(5)?,
-            job_id: row.get(6)?,
-            plan_version: row.get(8)?,
-            plan_key: row.get(9)?,
-            scheduled_at: row.get(10)?,
-            params: row.get(11)?,
-            origin: row.get(13)?,
-            first_started_at: row.get(14)?,
+            attempts: row.get(1)?,
+            fencing_token: row.get(2)?,
+            job_id: row.get(3)?,
+            plan_version: row.get(4)?,
+            plan_key: row.get(5)?,
+            scheduled_at: row.get(6)?,
+            params: row.get(7)?,
+            origin: row.get(8)?,
+            first_started_at: row.get(9)?,
         },
     ))
+}
+
+/// A candidate row of SQLite's scan: id, lane, priority and due time (the
+/// walked index's columns), then group and tenant.
+fn candidate_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+    Ok(Candidate {
+        id: row.get(0)?,
+        lane: row.get(1)?,
+        priority: row.get(2)?,
+        next_run_at: row.get(3)?,
+        resource_group: row.get(4)?,
+        tenant: row.get(5)?,
+        score: TAKEOVER_SCORE,
+    })
 }
 
 /// The lanes' shares of a batch: up to `share` retries first, then fresh
@@ -199,16 +204,16 @@ pub(super) struct Ask<'a> {
     pub now: Option<i64>,
 }
 
-/// The columns of a [`Candidate`] after its lane's id, lane, priority and
-/// next run (`c`), read from its row (`t`).
-macro_rules! candidate_columns {
-    () => {
-        "SELECT c.id, c.lane, c.priority, c.next_run_at, t.attempts, t.fencing_token, t.job_id, \
-             t.tenant, t.plan_version, t.plan_key, t.scheduled_at, t.params, t.resource_group, \
-             t.origin, CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
-                 WHERE f.trigger_id = t.id) END FROM ("
-    };
-}
+/// What SQLite's claim reads of each chosen trigger ([`Claimable`]),
+/// `?1` the batch's ids as a JSON array: after the choice, so a claim
+/// reads the rows it claims and no other — a candidate scan over several
+/// tenants' queues walks more candidates than it claims (four tenants:
+/// four times as many), and only their index columns.
+const CLAIMABLES: &str = "SELECT t.id, t.attempts, t.fencing_token, t.job_id, t.plan_version, \
+         t.plan_key, t.scheduled_at, t.params, t.origin, \
+         CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
+             WHERE f.trigger_id = t.id) END \
+     FROM json_each(?1) AS j JOIN triggers t ON t.id = j.value";
 
 /// The claims' lock on PostgreSQL: every resource group's row, in name
 /// order (no column: it is sent in the claim's simple queries, whose
@@ -340,6 +345,9 @@ macro_rules! tenants_walk {
     };
 }
 
+mod tenants;
+use tenants::{running_counts_in, tenant_share};
+
 /// SQLite's candidates, by id, each scored ([`fair_score`]): per group
 /// with room and per tenant with due work in it, up to min(room, `limit`)
 /// of each claim lane; and up to `limit` lapsed leases, whatever their
@@ -350,42 +358,32 @@ fn candidates_in(
     limit: i64,
     rooms: &HashMap<String, Room>,
     tenant_rooms: &mut HashMap<String, i64>,
-) -> StoreResult<(HashMap<i64, Candidate>, HashMap<i64, Claimable>)> {
+) -> StoreResult<HashMap<i64, Candidate>> {
     // Each lane is an ordered walk of an index that stops after its rows:
     // `triggers_recovery` and `triggers_pending` (resource_group, tenant,
     // priority, next_run_at, id) per (group, tenant); lapsed leases are
     // read from `triggers_running` (running rows only, `lease_until` in
     // the index) — so the cost follows the batch, the tenants waiting and
     // the running set (bounded by the groups' limits), never the backlog
-    // or a full group's queue. The walks read only index columns; the rows
-    // are read once, for what the claim needs.
+    // or a full group's queue. The walks read only index columns; the
+    // chosen triggers' rows are read after the choice ([`CLAIMABLES`]).
     let mut due = tx.prepare_cached(concat!(
-        candidate_columns!(),
-        "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at FROM triggers \
-             WHERE ",
+        "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at, resource_group, tenant \
+             FROM triggers WHERE ",
         recovery_lane!(""),
         " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
              ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
          UNION ALL \
-         SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at FROM triggers \
-             WHERE ",
+         SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at, resource_group, tenant \
+             FROM triggers WHERE ",
         fresh_lane!(""),
         " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
-             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))) AS c \
-         JOIN triggers t ON t.id = c.id"
+             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))"
     ))?;
     let mut pending_tenants = tx.prepare_cached(tenants_walk!(fresh_lane!("")))?;
     let mut retry_tenants = tx.prepare_cached(tenants_walk!(recovery_lane!("")))?;
-    let mut running_of = tx.prepare_cached(concat!(
-        "SELECT count(*) FROM triggers WHERE ",
-        running_rows!(""),
-        " AND resource_group = ?1 AND tenant = ?2"
-    ))?;
-    let (mut candidates, mut claimables) = (HashMap::new(), HashMap::new());
-    let mut keep = |(c, claimable): (Candidate, Claimable)| {
-        claimables.insert(c.id, claimable);
-        c
-    };
+    let counts = running_counts_in(tx)?;
+    let mut candidates = HashMap::new();
     for (group, room) in rooms {
         if room.room <= 0 {
             continue;
@@ -397,9 +395,11 @@ fn candidates_in(
             }
         }
         for tenant in tenants {
-            let running: i64 =
-                running_of.query_row(rusqlite::params![group, tenant], |r| r.get(0))?;
-            let (weight, tenant_room) = tenant_share(tx, &tenant, limit, tenant_rooms)?;
+            let (weight, tenant_room) = tenant_share(tx, &tenant, limit, &counts, tenant_rooms)?;
+            let running = counts
+                .get(&(group.clone(), tenant.clone()))
+                .copied()
+                .unwrap_or(0);
             if tenant_room <= 0 {
                 continue;
             }
@@ -408,62 +408,22 @@ fn candidates_in(
                     rusqlite::params![now, limit.min(room.room).min(tenant_room), group, tenant],
                     candidate_from_row,
                 )?
-                .map(|row| row.map(&mut keep))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             score_queue(&mut queue, running, weight, now, room.aging_ms);
             candidates.extend(queue.into_iter().map(|c| (c.id, c)));
         }
     }
     let mut lapsed = tx.prepare_cached(concat!(
-        candidate_columns!(),
-        "SELECT id, 2 AS lane, priority, next_run_at FROM triggers WHERE state = ",
+        "SELECT id, 2 AS lane, priority, next_run_at, resource_group, tenant FROM triggers \
+         WHERE state = ",
         trigger_state!(running),
-        " AND lease_until < ?1 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)) AS c \
-         JOIN triggers t ON t.id = c.id"
+        " AND lease_until < ?1 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)"
     ))?;
     for row in lapsed.query_map(rusqlite::params![now, limit], candidate_from_row)? {
-        let c = keep(row?);
+        let c = row?;
         candidates.insert(c.id, c);
     }
-    Ok((candidates, claimables))
-}
-
-/// A tenant's weight and its room in this claim: none while held over a
-/// quota, its max in flight less its running attempts across groups if it
-/// has one (counted once per claim, then kept in `tenant_rooms`), else the
-/// claim's limit.
-fn tenant_share(
-    tx: &rusqlite::Transaction<'_>,
-    tenant: &str,
-    limit: i64,
-    tenant_rooms: &mut HashMap<String, i64>,
-) -> StoreResult<(i64, i64)> {
-    let mut quota_of = tx.prepare_cached(
-        "SELECT weight, max_in_flight, held IS NOT NULL FROM tenants WHERE tenant = ?1",
-    )?;
-    let (weight, max_in_flight, held): (i64, Option<i64>, bool) = quota_of
-        .query_row([tenant], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?
-        .unwrap_or((1, None, false));
-    let room = match (held, max_in_flight, tenant_rooms.get(tenant)) {
-        (true, _, _) => {
-            tenant_rooms.insert(tenant.to_string(), 0);
-            0
-        }
-        (false, None, _) => limit,
-        (false, Some(_), Some(room)) => *room,
-        (false, Some(max), None) => {
-            let mut tenant_running = tx.prepare_cached(concat!(
-                "SELECT count(*) FROM triggers WHERE ",
-                running_rows!(""),
-                " AND tenant = ?1"
-            ))?;
-            let running: i64 = tenant_running.query_row([tenant], |r| r.get(0))?;
-            tenant_rooms.insert(tenant.to_string(), max - running);
-            max - running
-        }
-    };
-    Ok((weight, room))
+    Ok(candidates)
 }
 
 /// Score one tenant's queue in a group ([`fair_score`]): in each lane, its
@@ -709,13 +669,18 @@ fn claim_in(tx: &rusqlite::Transaction<'_>, ask: Ask<'_>) -> StoreResult<Vec<Cla
     };
     let rooms = room_in(tx)?;
     let mut tenant_rooms = HashMap::new();
-    let (mut candidates, mut claimables) =
-        candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
+    let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
     let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
     let ids = serde_json::to_string(&chosen).expect("ids serialize");
+    // Read before the claim: the attempt number and token the claim
+    // increments, and the first start of a trigger claimed again.
+    let mut claimables: HashMap<i64, Claimable> = tx
+        .prepare_cached(CLAIMABLES)?
+        .query_map([&ids], claimable_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
     let updated = tx
         .prepare_cached(CLAIM_ROW)?
         .execute(rusqlite::params![owner, now, lease_ms, ids])?;
@@ -758,7 +723,7 @@ fn claim_in(tx: &rusqlite::Transaction<'_>, ask: Ask<'_>) -> StoreResult<Vec<Cla
     let mut claims = Vec::with_capacity(chosen.len());
     for id in chosen {
         let c = candidates.remove(&id).expect("chosen from the candidates");
-        let r = claimables.remove(&id).expect("read with its candidate");
+        let r = claimables.remove(&id).expect("read before the claim");
         let (attempt_no, fencing_token) = (r.attempts + 1, r.fencing_token + 1);
         let attempt_id = *opened.get(&id).ok_or_else(|| {
             StoreError::Conflict(format!("claim of trigger {id} opened no attempt"))
