@@ -48,7 +48,9 @@
 //! `PADDOCK_BENCH_ONLY`
 //! (`sqlite`, `pg`, or a configuration's tag prefix: `sq_inproc`,
 //! `sq_serve1` (with `sq_serve1_metrics`), `sq_calls`, `pg_inproc`,
-//! `pg_serve1` (with `pg_serve1_metrics`), `pg_serve3`, `pg_calls`).
+//! `pg_serve1` (with `pg_serve1_metrics`), `pg_serve3`, `pg_calls`;
+//! `sq_fair_inproc`, `pg_fair_inproc`, `pg_fair_serve1`, `pg_fair_serve3`:
+//! the same with quotas and fair shares on, see [`Quotas`]).
 
 mod common;
 use common::env_or;
@@ -70,6 +72,52 @@ const FLOOR_BATCH: usize = 100;
 /// flight), so the floor has as many connections as Paddock uses.
 const PG_FLOOR_WORKERS: usize = 4;
 const WARMUP: usize = 60;
+
+/// Quotas and fair shares in a run. Off: the bench's one tenant in a group
+/// no limit binds (`common::register_bench_job`). On: the triggers spread
+/// over [`fair_tenants`] tenants of weights 1, 2, 3, ..., each with a max
+/// in flight and a fuel quota, in a group whose configured concurrency is
+/// the fleet's slots — every limit counted and checked at each claim, the
+/// fair-share choice ranking four queues, none of them binding below the
+/// runners' own slots (so the two shapes do the same work).
+#[derive(Clone, Copy, PartialEq)]
+enum Quotas {
+    Off,
+    On,
+}
+
+/// Tenants of a run with quotas on (`PADDOCK_BENCH_TENANTS`, default 4).
+fn fair_tenants() -> usize {
+    env_or("PADDOCK_BENCH_TENANTS", 4).max(1)
+}
+
+impl Quotas {
+    /// The tenant of the `k`-th trigger.
+    fn tenant(self, k: usize) -> String {
+        match self {
+            Quotas::Off => "t".to_string(),
+            Quotas::On => format!("t{}", k % fair_tenants()),
+        }
+    }
+
+    /// Set the quotas up for `slots` slots across the fleet.
+    async fn apply(self, store: &Store, sandbox: &Arc<Sandbox>, slots: usize) {
+        if self == Quotas::Off {
+            return;
+        }
+        let registry = paddock::registry::Registry::new(store.clone(), sandbox.clone());
+        let mut group = store.group_get("default").await.unwrap().unwrap();
+        group.max_concurrency = slots as i64;
+        registry.group_put(group, "bench").await.unwrap();
+        for t in 0..fair_tenants() {
+            let mut quota =
+                paddock::model::group::TenantQuota::weighted(&format!("t{t}"), t as i64 + 1);
+            quota.max_in_flight = Some(slots as i64);
+            quota.fuel_per_hour = Some(1 << 50);
+            registry.tenant_put(&quota, "bench").await.unwrap();
+        }
+    }
+}
 
 /// Triggers per claim statement for a runner with `slots` slots: the
 /// floor's batch (`PADDOCK_BENCH_CLAIM`, default 100), or half the slots if
@@ -107,7 +155,7 @@ async fn prepare(url: &str, sandbox: &Arc<Sandbox>) -> Store {
 
 /// Insert `n` due manual triggers of job `bench` in one transaction (so they
 /// become visible at once). Returns the highest trigger id before them.
-async fn insert_triggers(store: &Store, tag: &str, n: usize) -> i64 {
+async fn insert_triggers(store: &Store, tag: &str, n: usize, quotas: Quotas) -> i64 {
     let before: Option<i64> = sqlx::query_scalar(store.sql("SELECT max(id) FROM triggers"))
         .fetch_one(store.pool())
         .await
@@ -119,13 +167,13 @@ async fn insert_triggers(store: &Store, tag: &str, n: usize) -> i64 {
         let sql = store.dialect().multi_row(
             "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
              scheduled_at, params, state, priority, next_run_at, created_at, updated_at)",
-            "(?, 'bench', 1, 't', 'default', 'manual', 0, '{}', 'pending', 0, 0, 0, 0)",
+            "(?, 'bench', 1, ?, 'default', 'manual', 0, '{}', 'pending', 0, 0, 0, 0)",
             rows,
             "",
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for k in i..i + rows {
-            q = q.bind(format!("bench@{tag}@{k}"));
+            q = q.bind(format!("bench@{tag}@{k}")).bind(quotas.tenant(k));
         }
         q.execute(&mut *tx).await.unwrap();
         i += rows;
@@ -367,7 +415,7 @@ async fn floor_worker_pg(pool: sqlx::PgPool, owner: String) -> usize {
 async fn floor(db: &Db<'_>, run: &str, sandbox: &Arc<Sandbox>, n: usize, workers: usize) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
-    let after = insert_triggers(&store, run, n).await;
+    let after = insert_triggers(&store, run, n, Quotas::Off).await;
     let pg = match store.dialect() {
         Dialect::Postgres => Some(
             sqlx::postgres::PgPoolOptions::new()
@@ -416,9 +464,11 @@ async fn in_process(
     sandbox: &Arc<Sandbox>,
     n: usize,
     concurrency: usize,
+    quotas: Quotas,
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
+    quotas.apply(&store, sandbox, concurrency).await;
     let runner = Runner::new(
         store.clone(),
         sandbox.clone(),
@@ -432,9 +482,9 @@ async fn in_process(
             ..RunnerConfig::default()
         },
     );
-    insert_triggers(&store, &format!("{run}-warm"), WARMUP).await;
+    insert_triggers(&store, &format!("{run}-warm"), WARMUP, quotas).await;
     runner.run_until_idle().await.unwrap();
-    let after = insert_triggers(&store, run, n).await;
+    let after = insert_triggers(&store, run, n, quotas).await;
     let meter = Meter::start(&store, &[]).await;
     let t = Instant::now();
     runner.run_until_idle().await.unwrap();
@@ -466,7 +516,7 @@ async fn store_calls(
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
-    let after = insert_triggers(&store, run, n).await;
+    let after = insert_triggers(&store, run, n, Quotas::Off).await;
     let end = AttemptEnd::not_run();
     let (mut claim_times, mut finish_total) = (Vec::new(), Duration::ZERO);
     let t = Instant::now();
@@ -576,10 +626,12 @@ async fn processes(
     procs: usize,
     concurrency: usize,
     metrics: bool,
+    quotas: Quotas,
     logs: &Path,
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
+    quotas.apply(&store, sandbox, concurrency * procs).await;
     let mut servers = Servers(Vec::new());
     let mut errs = Vec::new();
     let mut metric_addrs = Vec::new();
@@ -629,12 +681,12 @@ async fn processes(
         }
     }
     // Warm-up: every process loads and compiles the component once.
-    let warm = insert_triggers(&store, &format!("{run}-warm"), WARMUP * procs).await;
+    let warm = insert_triggers(&store, &format!("{run}-warm"), WARMUP * procs, quotas).await;
     while succeeded_after(&store, warm).await < (WARMUP * procs) as i64 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let scraper = (!metric_addrs.is_empty()).then(|| scrape_every_second(metric_addrs));
-    let after = insert_triggers(&store, run, n).await;
+    let after = insert_triggers(&store, run, n, quotas).await;
     let pids: Vec<u32> = servers.0.iter().map(Child::id).collect();
     let meter = Meter::start(&store, &pids).await;
     let t = Instant::now();
@@ -887,7 +939,18 @@ async fn main() {
             &sandbox,
             n_sqlite,
             1,
-            in_process(&db, "sq_inproc", &sandbox, n_sqlite, conc),
+            in_process(&db, "sq_inproc", &sandbox, n_sqlite, conc, Quotas::Off),
+        )
+        .await;
+        config(
+            &mut rows,
+            format!("SQLite, in-process Runner (conc {conc}), quotas and fair shares on"),
+            &db,
+            "sq_fair_inproc",
+            &sandbox,
+            n_sqlite,
+            1,
+            in_process(&db, "sq_fair_inproc", &sandbox, n_sqlite, conc, Quotas::On),
         )
         .await;
         config(
@@ -906,6 +969,7 @@ async fn main() {
                 1,
                 conc,
                 false,
+                Quotas::Off,
                 dir.path(),
             ),
         )
@@ -927,6 +991,7 @@ async fn main() {
                 1,
                 conc,
                 true,
+                Quotas::Off,
                 dir.path(),
             ),
         )
@@ -958,7 +1023,14 @@ async fn main() {
                 &sandbox,
                 n,
                 PG_FLOOR_WORKERS,
-                in_process(&db, &format!("pg_inproc_{i}"), &sandbox, n, conc),
+                in_process(
+                    &db,
+                    &format!("pg_inproc_{i}"),
+                    &sandbox,
+                    n,
+                    conc,
+                    Quotas::Off,
+                ),
             )
             .await;
             for procs in [1, 3] {
@@ -979,6 +1051,7 @@ async fn main() {
                         procs,
                         conc,
                         false,
+                        Quotas::Off,
                         dir.path(),
                     ),
                 )
@@ -994,9 +1067,34 @@ async fn main() {
                     &sandbox,
                     n,
                     PG_FLOOR_WORKERS,
-                    processes(&db, tag, &sandbox, n, 1, conc, true, dir.path()),
+                    processes(&db, tag, &sandbox, n, 1, conc, true, Quotas::Off, dir.path()),
                 )
                 .await;
+                config(
+                    &mut rows,
+                    format!("PostgreSQL, in-process Runner (conc {conc}), {n} pending, quotas and fair shares on"),
+                    &db,
+                    "pg_fair_inproc",
+                    &sandbox,
+                    n,
+                    PG_FLOOR_WORKERS,
+                    in_process(&db, "pg_fair_inproc", &sandbox, n, conc, Quotas::On),
+                )
+                .await;
+                for procs in [1, 3] {
+                    let tag = format!("pg_fair_serve{procs}");
+                    config(
+                        &mut rows,
+                        format!("PostgreSQL, {procs} x paddock serve (conc {conc}), {n} pending, quotas and fair shares on"),
+                        &db,
+                        &tag,
+                        &sandbox,
+                        n,
+                        PG_FLOOR_WORKERS * procs,
+                        processes(&db, &tag, &sandbox, n, procs, conc, false, Quotas::On, dir.path()),
+                    )
+                    .await;
+                }
             }
         }
         // The breakdown is per call: 10,000 jobs say it (a claim of one at
