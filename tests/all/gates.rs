@@ -17,7 +17,7 @@
 //! - Scheduled fires during a pause are held and, at resume, follow their
 //!   job's misfire policy.
 
-use crate::ledger::{Ledger, gate_key, put_gate};
+use crate::ledger::{Ledger, put_gate};
 use crate::procs::{Proc, eventually, eventually_or};
 use crate::{Db, TestHost};
 use paddock::model::gates::GateScope;
@@ -285,8 +285,7 @@ async fn pause_round(
     let mut outside = Vec::new();
     for i in 0..6 {
         let job = if i < 4 { "in" } else { "out" };
-        let id = host.trigger(job, json!({})).await.id;
-        ledger.hold_gate(id, 1).await;
+        let id = ledger.held_trigger(host, job, json!({})).await;
         if i < 4 || in_scope_out {
             inside.push(id);
         } else {
@@ -294,7 +293,7 @@ async fn pause_round(
         }
     }
     for id in inside.iter().chain(&outside) {
-        let key = gate_key(*id, 1);
+        let key = ledger.gate_key(*id, 1);
         eventually_or(
             Duration::from_secs(60),
             &format!("trigger {id} at its gate ({scope} round)"),
@@ -564,8 +563,9 @@ async fn a_cancel_racing_a_success_changes_nothing_when_it_loses(db: Db) {
     // four reach their gates together.
     let mut racing = Vec::new();
     for _ in 0..4 {
-        let id = host.trigger("race", json!({"steps": 40})).await.id;
-        ledger.hold_gate(id, 1).await;
+        let id = ledger
+            .held_trigger(&host, "race", json!({"steps": 40}))
+            .await;
         racing.push(id);
     }
     for id in &racing {

@@ -6,11 +6,17 @@ use paddock::Store;
 use paddock::store::ConnectorRecord;
 use paddock::store::prelude::*;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub struct Ledger {
     pub url: String,
     client: reqwest::Client,
+    /// The gates named by [`Ledger::held_trigger`], by trigger id.
+    gate_names: Mutex<HashMap<i64, String>>,
+    next_gate: AtomicU64,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
     _dir: tempfile::TempDir,
@@ -33,6 +39,8 @@ impl Ledger {
         let ledger = Self {
             url: format!("http://{addr}"),
             client: reqwest::Client::new(),
+            gate_names: Mutex::new(HashMap::new()),
+            next_gate: AtomicU64::new(1),
             stop: Some(tx),
             task: Some(task),
             _dir: dir,
@@ -173,29 +181,48 @@ impl Ledger {
 
     /// Hold the gate of attempt `attempt` of trigger `trigger` (see the
     /// `gated` guest): that attempt stays in its gate effect until
-    /// [`Ledger::open_gate`].
+    /// [`Ledger::open_gate`]. Only for a trigger no runner can have
+    /// claimed yet: with runners serving, use [`Ledger::held_trigger`].
     pub async fn hold_gate(&self, trigger: i64, attempt: u32) {
         self.post(
             "/admin/hold",
-            json!({"hold_key": gate_key(trigger, attempt)}),
+            json!({"hold_key": self.gate_key(trigger, attempt)}),
         )
         .await;
     }
 
+    /// A trigger of `job` whose first attempt waits at its gate until
+    /// [`Ledger::open_gate`]. Its gate is named (param `gate_name`) and held
+    /// before the trigger exists: a runner already serving may claim it as
+    /// soon as it is created, and would pass a gate held only after.
+    pub async fn held_trigger(&self, host: &crate::TestHost, job: &str, mut params: Value) -> i64 {
+        let name = format!("held-{}", self.next_gate.fetch_add(1, Ordering::Relaxed));
+        self.post("/admin/hold", json!({"hold_key": format!("gate/{name}/1")}))
+            .await;
+        params["gate_name"] = json!(name);
+        let id = host.trigger(job, params).await.id;
+        self.gate_names.lock().unwrap().insert(id, name);
+        id
+    }
+
     /// Let the attempt held by [`Ledger::hold_gate`] go on.
     pub async fn open_gate(&self, trigger: i64, attempt: u32) {
-        self.release(&gate_key(trigger, attempt)).await;
+        self.release(&self.gate_key(trigger, attempt)).await;
     }
 
     /// Wait until that attempt is waiting at its gate.
     pub async fn at_gate(&self, trigger: i64, attempt: u32) {
-        self.wait_held(&gate_key(trigger, attempt), 1).await;
+        self.wait_held(&self.gate_key(trigger, attempt), 1).await;
     }
-}
 
-/// The idempotency key of the `gated` guest's gate for one attempt.
-pub fn gate_key(trigger: i64, attempt: u32) -> String {
-    format!("gate/{trigger}/{attempt}")
+    /// The idempotency key of the `gated` guest's gate for one attempt:
+    /// named by its trigger's id, or by [`Ledger::held_trigger`].
+    pub fn gate_key(&self, trigger: i64, attempt: u32) -> String {
+        match self.gate_names.lock().unwrap().get(&trigger) {
+            Some(name) => format!("gate/{name}/{attempt}"),
+            None => format!("gate/{trigger}/{attempt}"),
+        }
+    }
 }
 
 /// Connector `gate` for the `gated` guest: the ledger, with a timeout far

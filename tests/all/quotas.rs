@@ -434,7 +434,7 @@ pub(crate) mod postgres {
     pub(crate) async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
         let mut at = Vec::new();
         for id in ids {
-            if ledger.waiting(&crate::ledger::gate_key(*id, 1)).await > 0 {
+            if ledger.waiting(&ledger.gate_key(*id, 1)).await > 0 {
                 at.push(*id);
             }
         }

@@ -13,9 +13,12 @@
 //! - `steps` (integer, default 1): steps to run, each one checkpoint.
 //! - `gate_at` (integer): wait at the gate once this many steps are saved
 //!   (0: before the first). A run resumed past that point does not wait.
-//!   The gate is the effect `gate-<trigger>-<attempt>/reserve` (amount 1)
-//!   under the idempotency key `gate/<trigger>/<attempt>`, so the test can
+//!   The gate is the effect `gate-<name>-<attempt>/reserve` (amount 1)
+//!   under the idempotency key `gate/<name>/<attempt>`, so the test can
 //!   hold one attempt of one trigger and let its successor through.
+//! - `gate_name` (string, default the trigger's id): the `<name>` of its
+//!   gate. A test with runners already serving names the gate and holds it
+//!   before it creates the trigger, which a runner may claim at once.
 //! - `gate` (string, default `"gate"`): the connector the gate goes through.
 //! - `burn` (bool, default false): after the steps, burn CPU until the host
 //!   says stop (`context::poll` between bursts), for tests that need busy
@@ -79,10 +82,10 @@ fn obey(control: Control, at: &str) -> Result<(), JobError> {
 }
 
 /// Wait at the gate: one effect the test holds at the ledger.
-fn wait_at_gate(connector: &str, trigger: &str, attempt: u32) -> Result<(), JobError> {
-    let key = format!("gate/{trigger}/{attempt}");
+fn wait_at_gate(connector: &str, name: &str, attempt: u32) -> Result<(), JobError> {
+    let key = format!("gate/{name}/{attempt}");
     log::log(log::Level::Info, &format!("gated: waiting at {key}"));
-    reserve(connector, &format!("gate-{trigger}-{attempt}"), &key)?;
+    reserve(connector, &format!("gate-{name}-{attempt}"), &key)?;
     log::log(log::Level::Info, &format!("gated: through {key}"));
     Ok(())
 }
@@ -129,6 +132,13 @@ impl Guest for Gated {
                 .ok_or_else(|| invalid("param `gate` must be a string"))?
                 .to_string(),
         };
+        let gate_name = match params.get("gate_name") {
+            None => inv.trigger_id.clone(),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| invalid("param `gate_name` must be a string"))?
+                .to_string(),
+        };
         let burn = match params.get("burn") {
             None => false,
             Some(minijson::Value::Bool(b)) => *b,
@@ -157,7 +167,7 @@ impl Guest for Gated {
         let mut step = resumed_from;
         loop {
             if gate_at == Some(step) {
-                wait_at_gate(&connector, &inv.trigger_id, inv.attempt)?;
+                wait_at_gate(&connector, &gate_name, inv.attempt)?;
                 gated = true;
             }
             if step >= steps {
