@@ -86,6 +86,11 @@ enum Quotas {
     On,
 }
 
+/// The store-calls breakdown's runs: a claim of one, of 64, and of 64 with
+/// quotas and fair shares on (the claim's own cost of them, without the
+/// runners' noise).
+const CALLS: [(i64, Quotas); 3] = [(1, Quotas::Off), (64, Quotas::Off), (64, Quotas::On)];
+
 /// Tenants of a run with quotas on (`PADDOCK_BENCH_TENANTS`, default 4).
 fn fair_tenants() -> usize {
     env_or("PADDOCK_BENCH_TENANTS", 4).max(1)
@@ -97,6 +102,23 @@ impl Quotas {
         match self {
             Quotas::Off => "t".to_string(),
             Quotas::On => format!("t{}", k % fair_tenants()),
+        }
+    }
+
+    /// The store-calls breakdown's tag for a claim of `batch` on `db`
+    /// (`sq`, `pg`): `sq_calls64`, `sq_fair_calls64`, ...
+    fn calls_tag(self, db: &str, batch: i64) -> String {
+        match self {
+            Quotas::Off => format!("{db}_calls{batch}"),
+            Quotas::On => format!("{db}_fair_calls{batch}"),
+        }
+    }
+
+    /// What a configuration's label says of them.
+    fn label(self) -> &'static str {
+        match self {
+            Quotas::Off => "",
+            Quotas::On => ", quotas and fair shares on",
         }
     }
 
@@ -512,11 +534,13 @@ async fn store_calls(
     sandbox: &Arc<Sandbox>,
     n: usize,
     batch: i64,
+    quotas: Quotas,
     notes: &std::sync::Mutex<Vec<String>>,
 ) -> Window {
     let url = db.fresh(run).await;
     let store = prepare(&url, sandbox).await;
-    let after = insert_triggers(&store, run, n, Quotas::Off).await;
+    quotas.apply(&store, sandbox, batch as usize).await;
+    let after = insert_triggers(&store, run, n, quotas).await;
     let end = AttemptEnd::not_run();
     let (mut claim_times, mut finish_total) = (Vec::new(), Duration::ZERO);
     let t = Instant::now();
@@ -557,13 +581,14 @@ async fn store_calls(
         d.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3 / d.len().max(1) as f64
     };
     notes.lock().unwrap().push(format!(
-        "{:<11} claim of {batch:>2}: {:>6.2} ms with ~{n} pending, {:>6.2} ms with <{} pending; \
-         finish: {:.3} ms per job",
+        "{:<11} {:<14} claim of {batch:>2}: {:>6.2} ms with ~{n} pending, {:>6.2} ms with <{} \
+         pending; finish: {:.3} ms per job",
         if store.dialect() == Dialect::Postgres {
             "PostgreSQL"
         } else {
             "SQLite"
         },
+        run,
         mean_ms(&claim_times[..tenth]),
         mean_ms(&claim_times[claim_times.len() - tenth..]),
         (n / 10).max(batch as usize),
@@ -996,17 +1021,20 @@ async fn main() {
             ),
         )
         .await;
-        for batch in [1, 64] {
-            let tag = format!("sq_calls{batch}");
+        for (batch, quotas) in CALLS {
+            let tag = quotas.calls_tag("sq", batch);
             config(
                 &mut rows,
-                format!("SQLite, store calls only: claim {batch} + finish"),
+                format!(
+                    "SQLite, store calls only: claim {batch} + finish{}",
+                    quotas.label()
+                ),
                 &db,
                 &tag,
                 &sandbox,
                 n_sqlite,
                 1,
-                store_calls(&db, &tag, &sandbox, n_sqlite, batch, &notes),
+                store_calls(&db, &tag, &sandbox, n_sqlite, batch, quotas, &notes),
             )
             .await;
         }
@@ -1100,17 +1128,20 @@ async fn main() {
         // The breakdown is per call: 10,000 jobs say it (a claim of one at
         // a time through 100,000 would take minutes).
         let n_pg = pg_sizes[0].min(10_000);
-        for batch in [1, 64] {
-            let tag = format!("pg_calls{batch}");
+        for (batch, quotas) in CALLS {
+            let tag = quotas.calls_tag("pg", batch);
             config(
                 &mut rows,
-                format!("PostgreSQL, store calls only: claim {batch} + finish"),
+                format!(
+                    "PostgreSQL, store calls only: claim {batch} + finish{}",
+                    quotas.label()
+                ),
                 &db,
                 &tag,
                 &sandbox,
                 n_pg,
                 1,
-                store_calls(&db, &tag, &sandbox, n_pg, batch, &notes),
+                store_calls(&db, &tag, &sandbox, n_pg, batch, quotas, &notes),
             )
             .await;
         }
