@@ -32,7 +32,6 @@
 //!   attempts' `INSERT` — in-thread calls on cached statements, so a row
 //!   costs SQLite's work and nothing more.
 
-use super::super::dialect::now_ms;
 use super::super::*;
 use crate::model::shares::recovery_cap;
 use crate::model::{Claim, FencingToken};
@@ -54,9 +53,10 @@ pub(super) struct Candidate {
     pub score: f64,
 }
 
-/// What SQLite's claim reads of a chosen trigger ([`CLAIMABLES`]) to make
-/// its [`Claim`] (PostgreSQL's claim returns it from the `UPDATE`).
+/// What SQLite's claim returns of each trigger it claimed ([`CLAIM_ROW`])
+/// to make its [`Claim`], as PostgreSQL's claim does from its `UPDATE`.
 struct Claimable {
+    /// Its attempts and fencing token, as the claim just incremented them.
     attempts: i64,
     fencing_token: i64,
     job_id: String,
@@ -65,11 +65,9 @@ struct Claimable {
     scheduled_at: i64,
     params: String,
     origin: String,
-    /// When its first attempt started, if it had one.
-    first_started_at: Option<i64>,
 }
 
-/// A chosen trigger's row as [`CLAIMABLES`] reads it, with its id.
+/// A claimed trigger's row as [`CLAIM_ROW`] returns it, with its id.
 fn claimable_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Claimable)> {
     Ok((
         row.get(0)?,
@@ -82,7 +80,6 @@ fn claimable_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Claimab
             scheduled_at: row.get(6)?,
             params: row.get(7)?,
             origin: row.get(8)?,
-            first_started_at: row.get(9)?,
         },
     ))
 }
@@ -125,7 +122,10 @@ pub(super) fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: 
 /// ([`crate::model::Transition::Claim`] and
 /// [`crate::model::Transition::TakeOver`]). One statement for the batch:
 /// SQLite opens a cursor on the table and on each of its indexes per
-/// statement, so a statement per row paid that once per job.
+/// statement, so a statement per row paid that once per job. It returns
+/// what the batch's [`Claim`]s need ([`Claimable`]): the claim reads the
+/// rows it claims and no other, once (the candidate scan reads index
+/// columns only, and more candidates than it claims).
 pub(in crate::store) const CLAIM_ROW: &str = concat!(
     "UPDATE triggers SET state = ",
     trigger_state!(running),
@@ -140,8 +140,22 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
     trigger_state!(retry_wait),
     " OR state = ",
     trigger_state!(running),
-    ")"
+    ") RETURNING id, attempts, fencing_token, job_id, plan_version, plan_key, scheduled_at, \
+         params, origin"
 );
+
+/// The first start of each trigger of `?1` (a JSON array of ids) claimed
+/// again: the earliest of its attempts.
+const FIRST_STARTS: &str = "SELECT trigger_id, min(started_at) FROM attempts \
+     WHERE trigger_id IN (SELECT value FROM json_each(?1)) GROUP BY trigger_id";
+
+/// The batch's attempts, one statement: `?4` a JSON array of
+/// `[trigger id, attempt number, fencing token]`, as the claim returned
+/// them.
+const OPEN_ATTEMPTS: &str = "INSERT INTO attempts (trigger_id, attempt_no, runner_id, \
+         fencing_token, started_at, lease_until) \
+     SELECT j.value ->> 0, j.value ->> 1, ?1, j.value ->> 2, ?2, ?3 FROM json_each(?4) AS j \
+     RETURNING trigger_id, id";
 
 impl Store {
     /// [`RunnerStore::claim`] on either database.
@@ -204,17 +218,6 @@ pub(super) struct Ask<'a> {
     pub now: Option<i64>,
 }
 
-/// What SQLite's claim reads of each chosen trigger ([`Claimable`]),
-/// `?1` the batch's ids as a JSON array: after the choice, so a claim
-/// reads the rows it claims and no other — a candidate scan over several
-/// tenants' queues walks more candidates than it claims (four tenants:
-/// four times as many), and only their index columns.
-const CLAIMABLES: &str = "SELECT t.id, t.attempts, t.fencing_token, t.job_id, t.plan_version, \
-         t.plan_key, t.scheduled_at, t.params, t.origin, \
-         CASE WHEN t.attempts > 0 THEN (SELECT min(f.started_at) FROM attempts f \
-             WHERE f.trigger_id = t.id) END \
-     FROM json_each(?1) AS j JOIN triggers t ON t.id = j.value";
-
 /// The claims' lock on PostgreSQL: every resource group's row, in name
 /// order (no column: it is sent in the claim's simple queries, whose
 /// rows are read, see `store/runner/postgres/literal.rs`). A claim takes it before it counts (see
@@ -242,20 +245,13 @@ macro_rules! running_rows {
     };
 }
 
-/// Each group's room — its effective concurrency less its running
-/// triggers (lapsed leases still count: their holder may only be paused),
-/// none while a high-water mark holds it — its aging period, and what its
-/// shares need: its effective concurrency, running count, minimum share,
-/// recovery share and ramp, and its recovery lane's running count.
-const ROOM: &str = concat!(
-    "SELECT g.name, g.held IS NOT NULL, g.aging_ms, g.effective_concurrency, \
-         (SELECT count(*) FROM triggers t WHERE ",
-    running_rows!("t."),
-    " AND t.resource_group = g.name), g.min_share, g.recovery_share_pct, g.recovery_ramp_pct, \
-         (SELECT count(*) FROM triggers v WHERE ",
-    running_rows!("v."),
-    " AND v.recovery = 1 AND v.resource_group = g.name) FROM resource_groups g"
-);
+/// Each group's settings as a claim needs them: whether a high-water mark
+/// holds it, its aging period, effective concurrency, minimum share,
+/// recovery share and ramp. Its running counts come from the claim's one
+/// walk of `triggers_running` ([`running_counts_in`], summed by
+/// [`room_in`]), as PostgreSQL's `claim_room` sums `running_counts`.
+const ROOM: &str = "SELECT name, held IS NOT NULL, aging_ms, effective_concurrency, min_share, \
+     recovery_share_pct, recovery_ramp_pct FROM resource_groups";
 
 /// A group as a claim sees it ([`ROOM`]).
 #[derive(Clone, Copy)]
@@ -328,103 +324,10 @@ macro_rules! fresh_lane {
 }
 pub(in crate::store) use {fresh_lane, lock_groups, recovery_lane, running_rows};
 
-/// The tenants with work of a lane (`$lane`, its predicate) in group
-/// `?1`: a loose walk of the lane's claim index, one probe per tenant,
-/// whatever their backlogs.
-macro_rules! tenants_walk {
-    ($($lane:tt)+) => {
-        concat!(
-            "WITH RECURSIVE q (tenant) AS (SELECT (SELECT tenant FROM triggers WHERE ",
-            $($lane)+,
-            " AND resource_group = ?1 ORDER BY tenant LIMIT 1) \
-             UNION ALL SELECT (SELECT tenant FROM triggers WHERE ",
-            $($lane)+,
-            " AND resource_group = ?1 AND tenant > q.tenant ORDER BY tenant LIMIT 1) \
-             FROM q WHERE q.tenant IS NOT NULL) SELECT tenant FROM q WHERE tenant IS NOT NULL"
-        )
-    };
-}
-
+mod queues;
 mod tenants;
-use tenants::{running_counts_in, tenant_share};
-
-/// SQLite's candidates, by id, each scored ([`fair_score`]): per group
-/// with room and per tenant with due work in it, up to min(room, `limit`)
-/// of each claim lane; and up to `limit` lapsed leases, whatever their
-/// group's room (a takeover adds nothing to the running count).
-fn candidates_in(
-    tx: &rusqlite::Transaction<'_>,
-    now: i64,
-    limit: i64,
-    rooms: &HashMap<String, Room>,
-    tenant_rooms: &mut HashMap<String, i64>,
-) -> StoreResult<HashMap<i64, Candidate>> {
-    // Each lane is an ordered walk of an index that stops after its rows:
-    // `triggers_recovery` and `triggers_pending` (resource_group, tenant,
-    // priority, next_run_at, id) per (group, tenant); lapsed leases are
-    // read from `triggers_running` (running rows only, `lease_until` in
-    // the index) — so the cost follows the batch, the tenants waiting and
-    // the running set (bounded by the groups' limits), never the backlog
-    // or a full group's queue. The walks read only index columns; the
-    // chosen triggers' rows are read after the choice ([`CLAIMABLES`]).
-    let mut due = tx.prepare_cached(concat!(
-        "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at, resource_group, tenant \
-             FROM triggers WHERE ",
-        recovery_lane!(""),
-        " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
-             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER)) \
-         UNION ALL \
-         SELECT * FROM (SELECT id, 1 AS lane, priority, next_run_at, resource_group, tenant \
-             FROM triggers WHERE ",
-        fresh_lane!(""),
-        " AND resource_group = ?3 AND tenant = ?4 AND next_run_at <= ?1 \
-             ORDER BY priority, next_run_at, id LIMIT CAST(?2 AS INTEGER))"
-    ))?;
-    let mut pending_tenants = tx.prepare_cached(tenants_walk!(fresh_lane!("")))?;
-    let mut retry_tenants = tx.prepare_cached(tenants_walk!(recovery_lane!("")))?;
-    let counts = running_counts_in(tx)?;
-    let mut candidates = HashMap::new();
-    for (group, room) in rooms {
-        if room.room <= 0 {
-            continue;
-        }
-        let mut tenants = std::collections::BTreeSet::new();
-        for walk in [&mut pending_tenants, &mut retry_tenants] {
-            for tenant in walk.query_map([group], |row| row.get::<_, String>(0))? {
-                tenants.insert(tenant?);
-            }
-        }
-        for tenant in tenants {
-            let (weight, tenant_room) = tenant_share(tx, &tenant, limit, &counts, tenant_rooms)?;
-            let running = counts
-                .get(&(group.clone(), tenant.clone()))
-                .copied()
-                .unwrap_or(0);
-            if tenant_room <= 0 {
-                continue;
-            }
-            let mut queue = due
-                .query_map(
-                    rusqlite::params![now, limit.min(room.room).min(tenant_room), group, tenant],
-                    candidate_from_row,
-                )?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            score_queue(&mut queue, running, weight, now, room.aging_ms);
-            candidates.extend(queue.into_iter().map(|c| (c.id, c)));
-        }
-    }
-    let mut lapsed = tx.prepare_cached(concat!(
-        "SELECT id, 2 AS lane, priority, next_run_at, resource_group, tenant FROM triggers \
-         WHERE state = ",
-        trigger_state!(running),
-        " AND lease_until < ?1 ORDER BY lease_until LIMIT CAST(?2 AS INTEGER)"
-    ))?;
-    for row in lapsed.query_map(rusqlite::params![now, limit], candidate_from_row)? {
-        let c = row?;
-        candidates.insert(c.id, c);
-    }
-    Ok(candidates)
-}
+use queues::Scan;
+use tenants::{Running, RunningCounts, running_counts_in};
 
 /// Score one tenant's queue in a group ([`fair_score`]): in each lane, its
 /// k-th candidate in (priority, next_run_at, id) order, aged by the lane's
@@ -450,22 +353,35 @@ pub(super) fn score_queue(
     }
 }
 
-/// Each group's [`Room`] ([`ROOM`]).
-fn room_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<HashMap<String, Room>> {
+/// Each group's [`Room`]: its settings ([`ROOM`]) and its running
+/// triggers, summed over its tenants' `counts` (lapsed leases still count:
+/// their holder may only be paused). Its room is its effective concurrency
+/// less those, none while a high-water mark holds it.
+fn room_in(
+    tx: &rusqlite::Transaction<'_>,
+    counts: &RunningCounts,
+) -> StoreResult<HashMap<String, Room>> {
+    let mut running_in: HashMap<&str, Running> = HashMap::new();
+    for ((group, _), n) in counts {
+        let sum = running_in.entry(group.as_str()).or_default();
+        sum.n += n.n;
+        sum.recovering += n.recovering;
+    }
     let mut room = tx.prepare_cached(ROOM)?;
     let rows = room.query_map([], |row| {
-        let (held, effective, running): (bool, i64, i64) = (row.get(1)?, row.get(3)?, row.get(4)?);
+        let (name, held, effective): (String, bool, i64) = (row.get(0)?, row.get(1)?, row.get(3)?);
+        let running = running_in.get(name.as_str()).copied().unwrap_or_default();
         Ok((
-            row.get(0)?,
+            name,
             Room {
-                room: if held { 0 } else { effective - running },
+                room: if held { 0 } else { effective - running.n },
                 aging_ms: row.get(2)?,
                 effective,
-                running,
-                min_share: row.get(5)?,
-                recovery_share_pct: row.get(6)?,
-                recovery_ramp_pct: row.get(7)?,
-                recovering: row.get(8)?,
+                running: running.n,
+                min_share: row.get(4)?,
+                recovery_share_pct: row.get(5)?,
+                recovery_ramp_pct: row.get(6)?,
+                recovering: running.recovering,
             },
         ))
     })?;
@@ -597,6 +513,19 @@ pub(super) fn choose(
     limit: i64,
     share: i64,
 ) -> Vec<i64> {
+    let taken = take(candidates, rooms, limit, share);
+    cut(taken, candidates, rooms, tenant_rooms)
+}
+
+/// What [`choose`] takes before its cut to the rooms: each lane in
+/// fair-share order, groups short of their minimum share first, then the
+/// lanes' shares.
+fn take(
+    candidates: &HashMap<i64, Candidate>,
+    rooms: &HashMap<String, Room>,
+    limit: i64,
+    share: i64,
+) -> Vec<i64> {
     // Claim order within each lane: fair share (takeovers first), then
     // (priority, next_run_at, id).
     let mut order: Vec<&Candidate> = candidates.values().collect();
@@ -626,7 +555,16 @@ pub(super) fn choose(
             f.iter().map(|c| c.id).collect(),
         )
     };
-    let chosen = choose_batch(&retries, &fresh, limit as usize, share as usize);
+    choose_batch(&retries, &fresh, limit as usize, share as usize)
+}
+
+/// [`choose`]'s cut of what it took to the rooms ([`within_room`]).
+fn cut(
+    taken: Vec<i64>,
+    candidates: &HashMap<i64, Candidate>,
+    rooms: &HashMap<String, Room>,
+    tenant_rooms: HashMap<String, i64>,
+) -> Vec<i64> {
     let room = Rooms {
         group: rooms.iter().map(|(g, r)| (g.clone(), r.room)).collect(),
         tenant: tenant_rooms,
@@ -639,7 +577,7 @@ pub(super) fn choose(
             .collect(),
     };
     within_room(
-        chosen,
+        taken,
         |id| {
             let c = &candidates[&id];
             (c.lane != 2).then_some(Pick {
@@ -665,66 +603,80 @@ fn claim_in(tx: &rusqlite::Transaction<'_>, ask: Ask<'_>) -> StoreResult<Vec<Cla
     } = ask;
     let now: i64 = match now {
         Some(now) => now,
-        None => tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?,
+        None => super::super::sqlite_writer::db_now(tx)?,
     };
-    let rooms = room_in(tx)?;
+    let counts = running_counts_in(tx)?;
+    let rooms = room_in(tx, &counts)?;
     let mut tenant_rooms = HashMap::new();
-    let mut candidates = candidates_in(tx, now, limit, &rooms, &mut tenant_rooms)?;
-    let chosen = choose(&candidates, &rooms, tenant_rooms, limit, share);
+    let mut scan = Scan::read(tx, now, limit, &rooms, &counts, &mut tenant_rooms)?;
+    let taken = loop {
+        let taken = take(&scan.candidates, &rooms, limit, share);
+        if !scan.read_deeper(tx, &taken)? {
+            break taken;
+        }
+    };
+    let candidates = scan.candidates;
+    let chosen = cut(taken, &candidates, &rooms, tenant_rooms);
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
+    claim_chosen(tx, owner, now, lease_ms, chosen, candidates)
+}
+
+/// Claim the `chosen` triggers (ids, in claim order) and open their
+/// attempts: three statements whatever the batch's size, and two more for
+/// the triggers among them claimed again ([`claimed_again`]).
+fn claim_chosen(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &str,
+    now: i64,
+    lease_ms: i64,
+    chosen: Vec<i64>,
+    mut candidates: HashMap<i64, Candidate>,
+) -> StoreResult<Vec<Claim>> {
     let ids = serde_json::to_string(&chosen).expect("ids serialize");
-    // Read before the claim: the attempt number and token the claim
-    // increments, and the first start of a trigger claimed again.
-    let mut claimables: HashMap<i64, Claimable> = tx
-        .prepare_cached(CLAIMABLES)?
-        .query_map([&ids], claimable_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    let updated = tx
+    let mut claimed: HashMap<i64, Claimable> = tx
         .prepare_cached(CLAIM_ROW)?
-        .execute(rusqlite::params![owner, now, lease_ms, ids])?;
-    if updated != chosen.len() {
+        .query_map(
+            rusqlite::params![owner, now, lease_ms, ids],
+            claimable_from_row,
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    if claimed.len() != chosen.len() {
         return Err(StoreError::Conflict(format!(
-            "claim of {} triggers updated {updated} rows",
-            chosen.len()
+            "claim of {} triggers updated {} rows",
+            chosen.len(),
+            claimed.len()
         )));
     }
-    // An attempt left open by a previous holder (a lapsed lease) is
-    // closed as taken over now. Every release path ends its attempt in the
-    // transaction that moves the trigger, so only a lapsed lease should
-    // leave one — but the claim does not rely on it, exactly as on
-    // PostgreSQL: any trigger claimed again gets its open attempts closed.
-    let mut close_open = tx.prepare_cached(
-        "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
-             error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-         WHERE ended_at IS NULL AND trigger_id = ?2",
-    )?;
-    for id in &chosen {
-        if claimables[id].attempts > 0 {
-            close_open.execute(rusqlite::params![now, id])?;
-        }
-    }
-    // The batch's attempts, one statement: attempt number and token are
-    // the row's own, as the claim just incremented them.
+    let again: Vec<i64> = chosen
+        .iter()
+        .copied()
+        .filter(|id| claimed[id].attempts > 1)
+        .collect();
+    let first_starts = claimed_again(tx, now, &again)?;
     let lease_until = now + lease_ms;
+    let attempts: Vec<[i64; 3]> = chosen
+        .iter()
+        .map(|id| [*id, claimed[id].attempts, claimed[id].fencing_token])
+        .collect();
     let opened: HashMap<i64, i64> = tx
-        .prepare_cached(
-            "INSERT INTO attempts (trigger_id, attempt_no, runner_id, fencing_token, \
-                 started_at, lease_until) \
-             SELECT t.id, t.attempts, ?1, t.fencing_token, ?2, ?3 \
-             FROM json_each(?4) AS j JOIN triggers t ON t.id = j.value \
-             RETURNING trigger_id, id",
+        .prepare_cached(OPEN_ATTEMPTS)?
+        .query_map(
+            rusqlite::params![
+                owner,
+                now,
+                lease_until,
+                serde_json::to_string(&attempts).expect("attempts serialize")
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )?
-        .query_map(rusqlite::params![owner, now, lease_until, ids], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?
         .collect::<rusqlite::Result<_>>()?;
     let mut claims = Vec::with_capacity(chosen.len());
     for id in chosen {
         let c = candidates.remove(&id).expect("chosen from the candidates");
-        let r = claimables.remove(&id).expect("read before the claim");
-        let (attempt_no, fencing_token) = (r.attempts + 1, r.fencing_token + 1);
+        let r = claimed.remove(&id).expect("claimed");
+        let (attempt_no, fencing_token) = (r.attempts, r.fencing_token);
         let attempt_id = *opened.get(&id).ok_or_else(|| {
             StoreError::Conflict(format!("claim of trigger {id} opened no attempt"))
         })?;
@@ -743,10 +695,40 @@ fn claim_in(tx: &rusqlite::Transaction<'_>, ask: Ask<'_>) -> StoreResult<Vec<Cla
             resource_group: c.resource_group,
             origin: r.origin,
             started_at: now,
-            first_started_at: r.first_started_at.unwrap_or(now),
+            first_started_at: first_starts.get(&id).copied().unwrap_or(now),
         });
     }
     Ok(claims)
+}
+
+/// The triggers of a claim claimed again (`again`): each one's first
+/// start, and any attempt a previous holder left open (a lapsed lease)
+/// closed as taken over now. Every release path ends its attempt in the
+/// transaction that moves the trigger, so only a lapsed lease should leave
+/// one — but the claim does not rely on it, exactly as on PostgreSQL: any
+/// trigger claimed again gets its open attempts closed.
+fn claimed_again(
+    tx: &rusqlite::Transaction<'_>,
+    now: i64,
+    again: &[i64],
+) -> StoreResult<HashMap<i64, i64>> {
+    if again.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids = serde_json::to_string(again).expect("ids serialize");
+    let first_starts = tx
+        .prepare_cached(FIRST_STARTS)?
+        .query_map([ids], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut close_open = tx.prepare_cached(
+        "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
+             error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
+         WHERE ended_at IS NULL AND trigger_id = ?2",
+    )?;
+    for id in again {
+        close_open.execute(rusqlite::params![now, id])?;
+    }
+    Ok(first_starts)
 }
 
 #[cfg(test)]

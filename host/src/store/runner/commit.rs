@@ -51,7 +51,7 @@ pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
          lease_owner = NULL, lease_until = NULL, \
          finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
      WHERE ",
-    lease_fence!("triggers", id = "?1", token = "?2"),
+    lease_fence!("triggers", id = "?1", token = "?2")
 );
 
 impl Store {
@@ -203,7 +203,7 @@ fn finish_in(
     ends: &[(LeaseRef, AttemptEnd)],
 ) -> StoreResult<Moved> {
     // One clock for the batch: the commit's.
-    let now: i64 = tx.query_row(concat!("SELECT ", now_ms!()), [], |row| row.get(0))?;
+    let now: i64 = super::super::sqlite_writer::db_now(tx)?;
     let mut transition = tx.prepare_cached(FINISH_TRIGGER)?;
     let mut close = tx.prepare_cached(
         "UPDATE attempts SET outcome = ?3, ended_at = ?4, error_class = ?5, error_message = ?6, \

@@ -6,20 +6,36 @@ use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 
 /// Running triggers per (group, tenant), lapsed leases included.
-pub(super) type RunningCounts = HashMap<(String, String), i64>;
+pub(super) type RunningCounts = HashMap<(String, String), Running>;
+
+/// What runs of a (group, tenant): all its running triggers, and those of
+/// the recovery lane among them.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Running {
+    pub n: i64,
+    pub recovering: i64,
+}
 
 /// [`RunningCounts`] from one walk of `triggers_running` (its order is
 /// that grouping) — as PostgreSQL's claim counts (`running_counts` in
 /// `postgres.rs`): each tenant's count in its group and across groups
 /// come from it, where a count per tenant and one per (group, tenant) were
-/// two statements per tenant of every claim.
+/// two statements per tenant of every claim. Each group's counts are
+/// their sums ([`super::room_in`]).
 pub(super) fn running_counts_in(tx: &rusqlite::Transaction<'_>) -> StoreResult<RunningCounts> {
     let mut counts = tx.prepare_cached(concat!(
-        "SELECT resource_group, tenant, count(*) FROM triggers WHERE ",
+        "SELECT resource_group, tenant, count(*), count(*) FILTER (WHERE recovery = 1) \
+         FROM triggers WHERE ",
         running_rows!(""),
         " GROUP BY resource_group, tenant"
     ))?;
-    let rows = counts.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+    let rows = counts.query_map([], |r| {
+        let running = Running {
+            n: r.get(2)?,
+            recovering: r.get(3)?,
+        };
+        Ok(((r.get(0)?, r.get(1)?), running))
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -52,7 +68,7 @@ pub(super) fn tenant_share(
             let running: i64 = running
                 .iter()
                 .filter(|((_, t), _)| t == tenant)
-                .map(|(_, n)| n)
+                .map(|(_, r)| r.n)
                 .sum();
             tenant_rooms.insert(tenant.to_string(), max - running);
             max - running
