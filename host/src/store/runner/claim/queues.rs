@@ -37,7 +37,7 @@ macro_rules! tenants_walk {
 /// `triggers_recovery` and `triggers_pending` (resource_group, tenant,
 /// priority, next_run_at, id) that stop after their rows, reading index
 /// columns only (the chosen triggers' rows are read after the choice,
-/// [`super::CLAIM_ROW`] returns them).
+/// [`super::CLAIMABLES`]).
 const DUE: &str = concat!(
     "SELECT * FROM (SELECT id, 0 AS lane, priority, next_run_at, resource_group, tenant \
          FROM triggers WHERE ",
