@@ -49,8 +49,9 @@
 //! (`sqlite`, `pg`, or a configuration's tag prefix: `sq_inproc`,
 //! `sq_serve1` (with `sq_serve1_metrics`), `sq_calls`, `pg_inproc`,
 //! `pg_serve1` (with `pg_serve1_metrics`), `pg_serve3`, `pg_calls`;
-//! `sq_fair_inproc`, `pg_fair_inproc`, `pg_fair_serve1`, `pg_fair_serve3`:
-//! the same with quotas and fair shares on, see [`Quotas`]).
+//! `sq_fair_inproc`, `pg_fair_inproc`, `pg_fair_serve1`, `pg_fair_serve3`,
+//! `sq_fair_calls64`, `pg_fair_calls64`: the same with quotas and fair
+//! shares on, see [`Quotas`]).
 
 mod common;
 use common::env_or;
