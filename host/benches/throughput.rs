@@ -51,7 +51,9 @@
 //! `pg_serve1` (with `pg_serve1_metrics`), `pg_serve3`, `pg_calls`;
 //! `sq_fair_inproc`, `pg_fair_inproc`, `pg_fair_serve1`, `pg_fair_serve3`,
 //! `sq_fair_calls64`, `pg_fair_calls64`: the same with quotas and fair
-//! shares on, see [`Quotas`]).
+//! shares on, see [`Quotas`]), `PADDOCK_BENCH_TENANTS` (tenants with quotas
+//! on, default 4), `PADDOCK_BENCH_LAYOUT` (`blocks`: each tenant's
+//! triggers inserted together instead of interleaved).
 
 mod common;
 use common::env_or;
@@ -98,10 +100,18 @@ fn fair_tenants() -> usize {
 }
 
 impl Quotas {
-    /// The tenant of the `k`-th trigger.
-    fn tenant(self, k: usize) -> String {
+    /// The tenant of the `k`-th of `n` triggers: round robin, so the
+    /// tenants' triggers are interleaved in the table (the default: the
+    /// harder case for SQLite, whose claim then writes in several places
+    /// of each page run, see docs/architecture.md, issue 16), or one block
+    /// per tenant with `PADDOCK_BENCH_LAYOUT=blocks` (each tenant's burst
+    /// inserted at once).
+    fn tenant(self, k: usize, n: usize) -> String {
         match self {
             Quotas::Off => "t".to_string(),
+            Quotas::On if std::env::var("PADDOCK_BENCH_LAYOUT").as_deref() == Ok("blocks") => {
+                format!("t{}", k * fair_tenants() / n.max(1))
+            }
             Quotas::On => format!("t{}", k % fair_tenants()),
         }
     }
@@ -196,7 +206,7 @@ async fn insert_triggers(store: &Store, tag: &str, n: usize, quotas: Quotas) -> 
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for k in i..i + rows {
-            q = q.bind(format!("bench@{tag}@{k}")).bind(quotas.tenant(k));
+            q = q.bind(format!("bench@{tag}@{k}")).bind(quotas.tenant(k, n));
         }
         q.execute(&mut *tx).await.unwrap();
         i += rows;
