@@ -863,15 +863,36 @@ fn print_table(rows: &[Row]) {
         );
     }
     print_metrics_cost(rows);
+    print_quotas_cost(rows);
 }
 
 /// Issue 19's figure: throughput with `/metrics` served and scraped over
-/// the same configuration without (target ≥ 0.95×). Both runs' floors are
-/// printed above; each run's own floor ratio is the steadier comparison
-/// on a shared machine, so both are given.
+/// the same configuration without (target ≥ 0.95×).
 fn print_metrics_cost(rows: &[Row]) {
-    for on in rows.iter().filter(|r| r.tag.ends_with("_metrics")) {
-        let base = on.tag.trim_end_matches("_metrics");
+    print_on_off(rows, "metrics", 0.95, |tag| {
+        tag.strip_suffix("_metrics").map(str::to_string)
+    });
+}
+
+/// Issue 16's figure: throughput with quotas and fair shares on over the
+/// same configuration with them off (target ≥ 0.9×): `sq_fair_inproc`
+/// over `sq_inproc`, `pg_fair_serve1` over `pg_serve1`, ...
+fn print_quotas_cost(rows: &[Row]) {
+    print_on_off(rows, "quotas and fair shares", 0.9, |tag| {
+        tag.contains("_fair_")
+            .then(|| tag.replacen("_fair_", "_", 1))
+    });
+}
+
+/// For each run whose tag `base_of` pairs with another run's (the same
+/// configuration with `what` off), the ratio of their throughputs. Both
+/// runs' floors are printed above; each run's own floor ratio is the
+/// steadier comparison on a shared machine, so both are given.
+fn print_on_off(rows: &[Row], what: &str, target: f64, base_of: impl Fn(&str) -> Option<String>) {
+    for on in rows {
+        let Some(base) = base_of(&on.tag) else {
+            continue;
+        };
         let Some(off) = rows.iter().find(|r| r.tag == base) else {
             continue;
         };
@@ -879,8 +900,8 @@ fn print_metrics_cost(rows: &[Row]) {
         let by_floor =
             (on.paddock.rate() / on.floor_rate()) / (off.paddock.rate() / off.floor_rate());
         println!(
-            "metrics on / off ({base}): {raw:.3}x raw, {by_floor:.3}x against each run's floor \
-             (target >= 0.95)"
+            "{what} on / off ({base}): {raw:.3}x raw, {by_floor:.3}x against each run's floor \
+             (target >= {target})"
         );
     }
 }
