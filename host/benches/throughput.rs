@@ -32,7 +32,9 @@
 //! serve`; PostgreSQL with an in-process `Runner`, one and three `paddock
 //! serve` processes; and one `paddock serve` again on each database with
 //! `--metrics` on and `/metrics` scraped every second (`*_metrics`), for
-//! the metrics on / off ratio printed under the table.
+//! the metrics on / off ratio printed under the table; and the quotas and
+//! fair shares on / off ratio (issue 16) of each `*_fair_*` configuration
+//! whose plain twin ran too.
 //!
 //! Run: `cargo bench -p paddock --bench throughput` (after
 //! `bash scripts/build-guests.sh`). Needs PostgreSQL:
