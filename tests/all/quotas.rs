@@ -538,6 +538,25 @@ async fn a_flooding_tenant_yields_freed_slots_to_a_newcomer_until_they_are_even(
     assert_eq!(tenants_of(&third), (1, 1));
 }
 
+db_test!(one_claim_fills_its_batch_when_a_tenant_has_less_than_its_share);
+/// SQLite's claim reads each tenant's queue only as deep as the fair-share
+/// order could reach into it if every queue were full; when one holds
+/// less, the others are read deeper before the batch is cut, so a single
+/// claim still takes a whole batch (work-conserving, not one claim per
+/// depth). PostgreSQL reads each queue to the batch; both must agree.
+async fn one_claim_fills_its_batch_when_a_tenant_has_less_than_its_share(db: Db) {
+    let host = TestHost::new(db).await;
+    plain_group(&host, "shared", 10).await;
+    tenant_job(&host, "few", "a", "shared").await;
+    tenant_job(&host, "many", "b", "shared").await;
+    triggers(&host, "few", 1).await;
+    triggers(&host, "many", 20).await;
+    // Equal weights: read as if both were full, each queue would be read 7
+    // deep for a batch of 10; A has 1, so B gives the other 9.
+    let claims = claim(&host.store, "r", 10).await;
+    assert_eq!(tenants_of(&claims), (1, 9));
+}
+
 db_test!(tenants_share_a_group_by_weight);
 async fn tenants_share_a_group_by_weight(db: Db) {
     let host = TestHost::new(db).await;
