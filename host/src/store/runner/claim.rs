@@ -25,8 +25,10 @@
 //! - SQLite: one transaction on the writer thread (see
 //!   [`super::sqlite_writer`]). The write lock is held from the first read
 //!   (`BEGIN IMMEDIATE`), so nothing can move between choosing the batch
-//!   and claiming it: the room of each group is read, one scan per group
-//!   with room reads its candidates, the shares are chosen in Rust
+//!   and claiming it: the room of each group is read, each tenant's queue
+//!   in a group with room is read as deep as the fair-share order could
+//!   reach into it (`claim/queues.rs`: its ask, and a second read of a
+//!   short queue the choice took whole), the shares are chosen in Rust
 //!   ([`choose_batch`], then [`within_room`]), and the chosen batch is
 //!   claimed by two statements whatever its size, its `UPDATE` and its
 //!   attempts' `INSERT` — in-thread calls on cached statements, so a row
