@@ -112,6 +112,70 @@ async fn concurrent_finishes_through_the_queue_all_commit_exactly_once(db: Db) {
     assert_eq!(ended, 60);
 }
 
+db_test!(successes_are_counted_per_group_and_tenant_whichever_store_claimed_them);
+/// A group commit counts its successes per (group, tenant) in
+/// `success_counts`: those this store claimed (on SQLite, from its claims'
+/// record, `store/runner/claimed.rs`) and those another store on the same
+/// database claimed (read from their rows), in one batch — and nothing for
+/// an end that is not a success or whose token is stale.
+async fn successes_are_counted_per_group_and_tenant_whichever_store_claimed_them(db: Db) {
+    let host = TestHost::new(db).await;
+    crate::quotas::plain_group(&host, "g", 10).await;
+    crate::quotas::tenant_job(&host, "ja", "a", "g").await;
+    crate::quotas::tenant_job(&host, "jb", "b", "g").await;
+    crate::quotas::triggers(&host, "ja", 3).await;
+    crate::quotas::triggers(&host, "jb", 3).await;
+    let mine = host
+        .store
+        .trigger_claim_batch("A", 60_000, 4, None)
+        .await
+        .unwrap();
+    let other = paddock::Store::open(&host.url).await.unwrap();
+    let theirs = other
+        .trigger_claim_batch("B", 60_000, 10, None)
+        .await
+        .unwrap();
+    assert_eq!((mine.len(), theirs.len()), (4, 2));
+    // All six end through this store: the first of its own is skipped
+    // (terminal, not a success), the rest succeed; a stale end of one of
+    // the others' triggers counts nothing.
+    let mut ends = vec![(mine[0].lease("A"), AttemptEnd::skipped("forbid".into()))];
+    ends.extend(mine[1..].iter().map(|c| (c.lease("A"), succeeded())));
+    ends.extend(theirs.iter().map(|c| (c.lease("B"), succeeded())));
+    let mut stale = theirs[0].lease("B");
+    stale.fencing_token = paddock::model::FencingToken::new(stale.fencing_token.get() - 1);
+    ends.push((stale, succeeded()));
+    let results = host.store.attempt_finish_batch(&ends).await.unwrap();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        6,
+        "{results:?}"
+    );
+    let expected = |tenant: &str| {
+        mine[1..]
+            .iter()
+            .chain(&theirs)
+            .filter(|c| c.tenant == tenant)
+            .count() as i64
+    };
+    let counted: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT resource_group, tenant, CAST(sum(n) AS BIGINT) FROM success_counts \
+         GROUP BY resource_group, tenant ORDER BY tenant",
+    )
+    .fetch_all(host.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        counted,
+        vec![
+            ("g".to_string(), "a".to_string(), expected("a")),
+            ("g".to_string(), "b".to_string(), expected("b")),
+        ]
+    );
+    assert_eq!(expected("a") + expected("b"), 5);
+    other.close().await;
+}
+
 /// In-memory stores exist only on SQLite.
 mod sqlite {
     use super::*;

@@ -5,6 +5,7 @@
 
 mod claim;
 pub(in crate::store) use claim::{fresh_lane, recovery_lane, running_rows};
+mod claimed;
 mod commit;
 mod postgres;
 

@@ -698,6 +698,17 @@ fn claim_chosen(
             first_started_at: r.first_started_at.unwrap_or(now),
         });
     }
+    // For the group commit's success counts (`claimed.rs`).
+    super::claimed::with(|record| {
+        for c in &claims {
+            record.record(
+                c.trigger_id,
+                c.fencing_token.get(),
+                &c.resource_group,
+                &c.tenant,
+            );
+        }
+    });
     Ok(claims)
 }
 

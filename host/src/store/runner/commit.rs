@@ -184,9 +184,17 @@ impl Store {
     }
 }
 
-/// The successes of a SQLite group commit, one row per (group, tenant):
-/// `?1` the commit's clock, `?2` the ids of the triggers it moved to
-/// `succeeded` (a JSON array), each found by its key.
+/// One (group, tenant)'s successes in a SQLite group commit: `?1` group,
+/// `?2` tenant, `?3` the commit's clock, `?4` how many — the pair as the
+/// claim recorded it ([`super::claimed`]).
+const RECORD_SUCCESSES: &str =
+    "INSERT INTO success_counts (resource_group, tenant, at, n) VALUES (?1, ?2, ?3, ?4)";
+
+/// The successes of a SQLite group commit the claims' record did not hold
+/// (see [`super::claimed`]), one row per (group, tenant): `?1` the
+/// commit's clock, `?2` the triggers' ids (a JSON array), each found by
+/// its key. A pair counted both ways gets two rows of the same instant;
+/// readers sum them.
 const COUNT_SUCCESSES: &str = "INSERT INTO success_counts (resource_group, tenant, at, n) \
      SELECT t.resource_group, t.tenant, ?1, count(*) FROM json_each(?2) AS j \
      JOIN triggers t ON t.id = j.value GROUP BY t.resource_group, t.tenant";
@@ -194,10 +202,12 @@ const COUNT_SUCCESSES: &str = "INSERT INTO success_counts (resource_group, tenan
 /// SQLite's group commit, inside the writer's transaction: per end, one
 /// prepared statement makes the fenced transition — its row count says
 /// whether the token and state still held — and, if it moved, one closes
-/// its attempt; then one statement counts the successes per (group,
-/// tenant) ([`COUNT_SUCCESSES`]: `success_counts`, migration 0024, read
-/// by `paddock status`). In-thread calls on cached statements, so the batch costs
-/// SQLite's work and one hand-off (see [`super::super::sqlite_writer`]).
+/// its attempt; then the successes are counted per (group, tenant)
+/// (`success_counts`, migration 0024, read by `paddock status`): from the
+/// claims' record ([`RECORD_SUCCESSES`]), or for a trigger it does not
+/// hold by reading the rows ([`COUNT_SUCCESSES`]). In-thread calls on
+/// cached statements, so the batch costs SQLite's work and one hand-off
+/// (see [`super::super::sqlite_writer`]).
 fn finish_in(
     tx: &rusqlite::Transaction<'_>,
     ends: &[(LeaseRef, AttemptEnd)],
@@ -211,8 +221,11 @@ fn finish_in(
          WHERE id = ?1 AND fencing_token = ?2",
     )?;
     let mut moved = HashSet::with_capacity(ends.len());
-    let mut succeeded = Vec::new();
+    // Successes per recorded pair, and those the record did not hold.
+    let mut recorded: Vec<(usize, i64)> = Vec::new();
+    let mut unrecorded = Vec::new();
     for (lease, end) in ends {
+        let pair = super::claimed::with(|r| r.take(lease.trigger_id, lease.fencing_token.get()));
         let changed = transition.execute(rusqlite::params![
             lease.trigger_id,
             lease.fencing_token.get(),
@@ -228,7 +241,13 @@ fn finish_in(
             continue;
         }
         if end.trigger_state == crate::model::TriggerState::Succeeded {
-            succeeded.push(lease.trigger_id);
+            match pair {
+                Some(pair) => match recorded.iter_mut().find(|(p, _)| *p == pair) {
+                    Some((_, n)) => *n += 1,
+                    None => recorded.push((pair, 1)),
+                },
+                None => unrecorded.push(lease.trigger_id),
+            }
         }
         close.execute(rusqlite::params![
             lease.attempt_id,
@@ -244,8 +263,18 @@ fn finish_in(
         ])?;
         moved.insert(moved_key(lease));
     }
-    if !succeeded.is_empty() {
-        let ids = serde_json::to_string(&succeeded).expect("ids serialize");
+    if !recorded.is_empty() {
+        let mut count = tx.prepare_cached(RECORD_SUCCESSES)?;
+        super::claimed::with(|record| -> rusqlite::Result<()> {
+            for (pair, n) in recorded {
+                let (group, tenant) = record.pair(pair);
+                count.execute(rusqlite::params![group, tenant, now, n])?;
+            }
+            Ok(())
+        })?;
+    }
+    if !unrecorded.is_empty() {
+        let ids = serde_json::to_string(&unrecorded).expect("ids serialize");
         tx.prepare_cached(COUNT_SUCCESSES)?
             .execute(rusqlite::params![now, ids])?;
     }
