@@ -23,11 +23,13 @@ use std::collections::HashMap;
 /// clear is rare, and bounded whatever never reaches a group commit.
 const CAPACITY: usize = 1 << 16;
 
-/// (group, tenant) pairs, each stored once, and the pair of each claimed
-/// (trigger, token).
+/// (group, tenant) pairs, each stored once and found by group then tenant
+/// (a lookup by `&str`, whatever the number of tenants), and the pair of
+/// each claimed (trigger, token).
 #[derive(Default)]
 pub(super) struct Claimed {
     pairs: Vec<(String, String)>,
+    index: HashMap<String, HashMap<String, usize>>,
     by_lease: HashMap<(i64, i64), usize>,
 }
 
@@ -38,16 +40,22 @@ impl Claimed {
         if self.by_lease.len() >= CAPACITY {
             self.by_lease.clear();
             self.pairs.clear();
+            self.index.clear();
         }
-        let pair = match self
-            .pairs
-            .iter()
-            .position(|(g, t)| g == group && t == tenant)
-        {
-            Some(i) => i,
+        let found = self
+            .index
+            .get(group)
+            .and_then(|tenants| tenants.get(tenant));
+        let pair = match found {
+            Some(&i) => i,
             None => {
+                let i = self.pairs.len();
                 self.pairs.push((group.to_string(), tenant.to_string()));
-                self.pairs.len() - 1
+                self.index
+                    .entry(group.to_string())
+                    .or_default()
+                    .insert(tenant.to_string(), i);
+                i
             }
         };
         self.by_lease.insert((trigger, token), pair);
@@ -105,6 +113,6 @@ mod tests {
         assert_eq!(claimed.take(0, 1), None, "dropped at the cap");
         let kept = claimed.take(-1, 1).unwrap();
         assert_eq!(claimed.pair(kept), ("h", "b"));
-        assert_eq!(claimed.pairs.len(), 1);
+        assert_eq!((claimed.pairs.len(), claimed.index.len()), (1, 1));
     }
 }
