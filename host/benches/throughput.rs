@@ -54,8 +54,11 @@
 //! `sq_fair_inproc`, `pg_fair_inproc`, `pg_fair_serve1`, `pg_fair_serve3`,
 //! `sq_fair_calls64`, `pg_fair_calls64`: the same with quotas and fair
 //! shares on, see [`Quotas`]), `PADDOCK_BENCH_TENANTS` (tenants with quotas
-//! on, default 4), `PADDOCK_BENCH_LAYOUT` (`blocks`: each tenant's
-//! triggers inserted together instead of interleaved).
+//! on, default 4), `PADDOCK_BENCH_LAYOUT` (the order the tenants'
+//! triggers are created in: `interleaved`, round robin, the default;
+//! `blocks`, each tenant's together; `runs<N>`, round robin by runs of N —
+//! each trigger's id reserved as the product reserves it, so on SQLite
+//! from its tenant's block, `store/trigger_ids.rs`).
 
 mod common;
 use common::env_or;
@@ -101,20 +104,43 @@ fn fair_tenants() -> usize {
     env_or("PADDOCK_BENCH_TENANTS", 4).max(1)
 }
 
+/// The order the tenants' triggers are created in with quotas on
+/// (`PADDOCK_BENCH_LAYOUT`): `interleaved` (round robin, the default),
+/// `blocks` (one block per tenant), or `runs<N>` (round robin by runs of
+/// N). Where they then lie in SQLite's table follows the ids the product
+/// hands out (`store/trigger_ids.rs`).
+#[derive(Clone, Copy)]
+enum Layout {
+    Interleaved,
+    Blocks,
+    Runs(usize),
+}
+
+fn layout() -> Layout {
+    let v = std::env::var("PADDOCK_BENCH_LAYOUT").unwrap_or_default();
+    match v.as_str() {
+        "" | "interleaved" => Layout::Interleaved,
+        "blocks" => Layout::Blocks,
+        _ => match v.strip_prefix("runs").and_then(|n| n.parse::<usize>().ok()) {
+            Some(len) if len > 0 => Layout::Runs(len),
+            _ => panic!("PADDOCK_BENCH_LAYOUT: expected interleaved, blocks or runs<N>, got {v:?}"),
+        },
+    }
+}
+
 impl Quotas {
-    /// The tenant of the `k`-th of `n` triggers: round robin, so the
-    /// tenants' triggers are interleaved in the table (the default: the
-    /// harder case for SQLite, whose claim then writes in several places
-    /// of each page run, see docs/architecture.md, issue 16), or one block
-    /// per tenant with `PADDOCK_BENCH_LAYOUT=blocks` (each tenant's burst
-    /// inserted at once).
+    /// The tenant of the `k`-th of `n` triggers created, in the order
+    /// [`layout`] says: round robin by default (the harder case for
+    /// SQLite, whose claim writes in several places of the table unless
+    /// each tenant's ids lie together, docs/architecture.md, issue 16).
     fn tenant(self, k: usize, n: usize) -> String {
         match self {
             Quotas::Off => "t".to_string(),
-            Quotas::On if std::env::var("PADDOCK_BENCH_LAYOUT").as_deref() == Ok("blocks") => {
-                format!("t{}", k * fair_tenants() / n.max(1))
-            }
-            Quotas::On => format!("t{}", k % fair_tenants()),
+            Quotas::On => match layout() {
+                Layout::Interleaved => format!("t{}", k % fair_tenants()),
+                Layout::Blocks => format!("t{}", k * fair_tenants() / n.max(1)),
+                Layout::Runs(len) => format!("t{}", (k / len) % fair_tenants()),
+            },
         }
     }
 
@@ -196,19 +222,47 @@ async fn insert_triggers(store: &Store, tag: &str, n: usize, quotas: Quotas) -> 
         .await
         .unwrap();
     let mut tx = store.pool().begin().await.unwrap();
+    if store.dialect() == Dialect::Sqlite {
+        // Every tenant starts a new block of ids (store/trigger_ids.rs), so
+        // this run's triggers all lie above `before`, none in what is left
+        // of the warm-up's blocks.
+        sqlx::query("DELETE FROM trigger_id_blocks")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    // Ids as the product hands them out to triggers created one at a time
+    // in this order (the manual API's case; a scan's chunk reserves each
+    // tenant's at once): on SQLite each tenant's from its own block.
+    let mut ids = Vec::with_capacity(n);
+    for k in 0..n {
+        let tenant = quotas.tenant(k, n);
+        ids.push(
+            store
+                .reserve_trigger_ids(&mut tx, &tenant, 1)
+                .await
+                .unwrap(),
+        );
+    }
     let mut i = 0;
     while i < n {
         let rows = (n - i).min(500);
         let sql = store.dialect().multi_row(
-            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
-             scheduled_at, params, state, priority, next_run_at, created_at, updated_at)",
-            "(?, 'bench', 1, ?, 'default', 'manual', 0, '{}', 'pending', 0, 0, 0, 0)",
+            "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group, \
+             origin, scheduled_at, params, state, priority, next_run_at, created_at, updated_at)",
+            &format!(
+                "({}, ?, 'bench', 1, ?, 'default', 'manual', 0, '{{}}', 'pending', 0, 0, 0, 0)",
+                paddock::store::dialect::SQLITE_NEW_TRIGGER_ID
+            ),
             rows,
             "",
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for k in i..i + rows {
-            q = q.bind(format!("bench@{tag}@{k}")).bind(quotas.tenant(k, n));
+        for (k, id) in ids.iter().enumerate().skip(i).take(rows) {
+            q = q
+                .bind(*id)
+                .bind(format!("bench@{tag}@{k}"))
+                .bind(quotas.tenant(k, n));
         }
         q.execute(&mut *tx).await.unwrap();
         i += rows;

@@ -55,6 +55,7 @@ mod sqlite_writer;
 mod state_log;
 mod tickets;
 mod tokens;
+pub mod trigger_ids;
 mod wake;
 
 #[doc(hidden)]

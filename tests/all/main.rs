@@ -79,6 +79,7 @@ mod secrets;
 mod shares;
 mod status;
 mod tokens;
+mod trigger_ids;
 mod wake;
 
 use paddock::lease::{Runner, RunnerConfig};

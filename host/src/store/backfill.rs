@@ -6,7 +6,7 @@
 //! the scanner would have given it: a time already triggered — by the
 //! scanner or an earlier backfill — is left as it is, never doubled.
 
-use super::dialect::now_ms;
+use super::dialect::{new_trigger_id, now_ms};
 use super::state_log::Created;
 use super::*;
 use crate::model::{PlanSpec, plan_key_ms};
@@ -40,11 +40,16 @@ impl Store {
         self.refuse_if_gated(&mut tx, job_id, version, &job.tenant, &plan.resource_group)
             .await?;
         let mut created = Vec::new();
-        for at in times {
+        let first_id = self
+            .reserve_trigger_ids(&mut tx, &job.tenant, times.len())
+            .await?;
+        for (k, at) in times.iter().enumerate() {
             let inserted: Option<(i64, String)> = sqlx::query_as(self.sql(concat!(
-                "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
+                "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group, \
                  origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
-                 updated_at) VALUES (?, ?, ?, ?, ?, 'backfill', ?, '{}', ",
+                 updated_at) VALUES (",
+                new_trigger_id!(),
+                ", ?, ?, ?, ?, ?, 'backfill', ?, '{}', ",
                 trigger_state!(pending),
                 ", ?, ?, 1, ",
                 now_ms!(),
@@ -52,6 +57,7 @@ impl Store {
                 now_ms!(),
                 ") ON CONFLICT (plan_key) DO NOTHING RETURNING id, plan_key"
             )))
+            .bind(first_id.map(|first| first + k as i64))
             .bind(plan_key_ms(job_id, *at, version as u32, None))
             .bind(job_id)
             .bind(version)

@@ -19,8 +19,10 @@
 //!   the window, through `triggers_job (job_id, scheduled_at)`, one range
 //!   per job; and triggers created in the window for a plan time already
 //!   past (catch-up fires, backfills), through the newest ids of the
-//!   primary key (ids follow creation: the walk starts at the last trigger
-//!   created [`ID_ORDER_SLACK_MS`] before the window);
+//!   primary key (ids follow creation, give or take
+//!   [`super::trigger_ids::REACH`] on SQLite, where each tenant takes ids
+//!   from a block of its own: the walk starts that many ids before the last
+//!   trigger created [`ID_ORDER_SLACK_MS`] before the window);
 //! - tickets: the open ones (`exceptions_open_subject`, partial on
 //!   `state = 'open'`), joined to their trigger by key.
 //!
@@ -318,7 +320,7 @@ impl Store {
         let late: Vec<(String, i64)> = sqlx::query_as(self.sql(ARRIVED_LATE))
             .bind(now)
             .bind(since)
-            .bind(start.unwrap_or(0))
+            .bind(start.unwrap_or(0) - super::trigger_ids::REACH)
             .bind(tenant)
             .fetch_all(&mut **tx)
             .await?;

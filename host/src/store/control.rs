@@ -4,7 +4,7 @@
 //! resolutions — each committed with its audit entry in one transaction.
 
 use super::columns::connector_columns;
-use super::dialect::now_ms;
+use super::dialect::{new_trigger_id, now_ms};
 use super::state_log::{Created, StateChange};
 use super::*;
 use crate::model::caps::OutputCaps;
@@ -268,14 +268,9 @@ impl ControlStore for Store {
         let plan = self.plan_get(&new.job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
-        let params = canonical_json(&new.params);
-        // `{}`: nothing to cap (and no group read on the common path).
-        if params.len() > 2
-            && let Some(group) = self.group_get(&plan.resource_group).await?
-        {
-            OutputCaps::check("the trigger's params", params.len(), group.caps.params)
-                .map_err(StoreError::Conflict)?;
-        }
+        let params = self
+            .trigger_params(&new.params, &plan.resource_group)
+            .await?;
         let scheduled_at = match new.scheduled_at {
             Some(at) => at,
             None => self.now_ms().await?,
@@ -313,10 +308,13 @@ impl ControlStore for Store {
             None
         };
         let next_run_at = quota_due_at.unwrap_or(scheduled_at);
+        let id = self.reserve_trigger_ids(&mut tx, &job.tenant, 1).await?;
         let inserted = sqlx::query(self.sql(concat!(
-            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
-             scheduled_at, partition_key, request_key, params, state, priority, next_run_at, \
-             quota_due_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+            "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group, \
+             origin, scheduled_at, partition_key, request_key, params, state, priority, \
+             next_run_at, quota_due_at, created_at, updated_at) VALUES (",
+            new_trigger_id!(),
+            ", ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             trigger_state!(pending),
             ", ?, ?, ?, ",
             now_ms!(),
@@ -324,6 +322,7 @@ impl ControlStore for Store {
             now_ms!(),
             ") ON CONFLICT (plan_key) DO NOTHING"
         )))
+        .bind(id)
         .bind(&plan_key)
         .bind(&new.job_id)
         .bind(version)
@@ -532,6 +531,20 @@ struct NewVersion<'a> {
 }
 
 impl Store {
+    /// A new trigger's params as stored (canonical JSON), refused past
+    /// its group's cap.
+    async fn trigger_params(&self, params: &serde_json::Value, group: &str) -> StoreResult<String> {
+        let params = canonical_json(params);
+        // `{}`: nothing to cap (and no group read on the common path).
+        if params.len() > 2
+            && let Some(group) = self.group_get(group).await?
+        {
+            OutputCaps::check("the trigger's params", params.len(), group.caps.params)
+                .map_err(StoreError::Conflict)?;
+        }
+        Ok(params)
+    }
+
     /// A person's manual run, audited with who asked (params only as a
     /// digest: they may carry what an audit entry must not).
     async fn audit_manual_run(

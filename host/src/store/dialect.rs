@@ -10,6 +10,8 @@
 //! - placeholders: `?` and `?N` become `$N` (SQLite numbering rules: a bare
 //!   `?` takes one more than the largest number seen so far);
 //! - the database clock: [`SQLITE_NOW`] becomes [`POSTGRES_NOW`];
+//! - a new trigger's id: [`SQLITE_NEW_TRIGGER_ID`] becomes
+//!   [`POSTGRES_NEW_TRIGGER_ID`];
 //! - `BEGIN IMMEDIATE` has no PostgreSQL twin; [`Dialect::begin_write`]
 //!   says what each database runs instead.
 //!
@@ -42,6 +44,23 @@ macro_rules! now_ms {
     };
 }
 pub(crate) use now_ms;
+
+/// A new trigger's id in an `INSERT`, its value bound where it stands:
+/// on SQLite the id reserved for it (`store/trigger_ids.rs`; NULL takes
+/// `AUTOINCREMENT`'s next), on PostgreSQL NULL, and the table's sequence
+/// gives it ([`POSTGRES_NEW_TRIGGER_ID`]).
+pub const SQLITE_NEW_TRIGGER_ID: &str = "coalesce(?, NULL)";
+/// [`SQLITE_NEW_TRIGGER_ID`] on PostgreSQL.
+pub const POSTGRES_NEW_TRIGGER_ID: &str =
+    "coalesce(?, nextval(pg_get_serial_sequence('triggers', 'id')))";
+
+/// [`SQLITE_NEW_TRIGGER_ID`] as a literal for `concat!`.
+macro_rules! new_trigger_id {
+    () => {
+        "coalesce(?, NULL)"
+    };
+}
+pub(crate) use new_trigger_id;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -132,7 +151,9 @@ fn cached_postgres(template: &'static str) -> &'static str {
 /// Rewrite SQLite-spelled SQL for PostgreSQL (see the module comment for
 /// what is covered). Placeholders inside string literals are left alone.
 pub fn to_postgres(sql: &str) -> String {
-    let sql = sql.replace(SQLITE_NOW, POSTGRES_NOW);
+    let sql = sql
+        .replace(SQLITE_NOW, POSTGRES_NOW)
+        .replace(SQLITE_NEW_TRIGGER_ID, POSTGRES_NEW_TRIGGER_ID);
     let mut out = String::with_capacity(sql.len() + 16);
     let mut highest = 0u32;
     let mut in_string = false;
@@ -191,6 +212,20 @@ mod tests {
         assert_eq!(
             to_postgres(sql),
             format!("SELECT '?', {POSTGRES_NOW} FROM t WHERE x = $1")
+        );
+    }
+
+    #[test]
+    fn a_new_trigger_id_takes_the_sequence_on_postgres() {
+        let sql = concat!(
+            "INSERT INTO triggers (id, a) VALUES (",
+            new_trigger_id!(),
+            ", ?)"
+        );
+        assert_eq!(
+            to_postgres(sql),
+            "INSERT INTO triggers (id, a) VALUES \
+             (coalesce($1, nextval(pg_get_serial_sequence('triggers', 'id'))), $2)"
         );
     }
 

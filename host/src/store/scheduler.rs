@@ -4,7 +4,7 @@
 //! statement (see [`super::fence`]): a scheduler that stalled past its
 //! lease and was replaced writes nothing.
 
-use super::dialect::now_ms;
+use super::dialect::{new_trigger_id, now_ms};
 use super::fence::shard_fence;
 use super::state_log::{Created, StateChange};
 use super::*;
@@ -226,14 +226,15 @@ impl Store {
     ) -> StoreResult<Vec<(i64, String, String, String)>> {
         let mut created = Vec::new();
         for chunk in triggers.chunks(CHUNK) {
-            let head = "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, \
-                 origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
-                 updated_at) \
-                 SELECT v.column1, v.column2, v.column3, v.column4, v.column5, 'schedule', \
-                     v.column6, '{}', v.column7, v.column8, v.column9, v.column10, ";
+            let ids = self.reserve_ids_by_tenant(tx, chunk).await?;
+            let head = "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, \
+                 resource_group, origin, scheduled_at, params, state, priority, next_run_at, \
+                 recovery, created_at, updated_at) \
+                 SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, \
+                     'schedule', v.column7, '{}', v.column8, v.column9, v.column10, v.column11, ";
             let sql = self.dialect.multi_row(
                 &format!("{head}{now}, {now} FROM (", now = now_ms!()),
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                concat!("(", new_trigger_id!(), ", ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                 chunk.len(),
                 &format!(
                     ") AS v WHERE {} ON CONFLICT (plan_key) DO NOTHING \
@@ -242,9 +243,10 @@ impl Store {
                 ),
             );
             let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-            for t in chunk {
+            for (t, id) in chunk.iter().zip(ids) {
                 debug_assert!(crate::model::Transition::Create.ends_in(t.state));
                 insert = insert
+                    .bind(id)
                     .bind(plan_key_ms(
                         &t.job_id,
                         t.scheduled_at,
@@ -268,6 +270,40 @@ impl Store {
             created.extend(insert.fetch_all(&mut **tx).await?);
         }
         Ok(created)
+    }
+
+    /// Each trigger's id in `chunk` (see `store/trigger_ids.rs`): one
+    /// reservation per tenant for all of its triggers in the chunk, so they
+    /// lie together; `None` on PostgreSQL.
+    async fn reserve_ids_by_tenant(
+        &self,
+        tx: &mut Tx,
+        chunk: &[ScheduledTrigger],
+    ) -> StoreResult<Vec<Option<i64>>> {
+        // (tenant, its triggers in the chunk, its next id): chunks are
+        // small, tenants in one fewer still.
+        let mut next: Vec<(&str, usize, Option<i64>)> = Vec::new();
+        for t in chunk {
+            match next.iter_mut().find(|(tenant, ..)| *tenant == t.tenant) {
+                Some((_, n, _)) => *n += 1,
+                None => next.push((&t.tenant, 1, None)),
+            }
+        }
+        for (tenant, n, first) in &mut next {
+            *first = self.reserve_trigger_ids(tx, tenant, *n).await?;
+        }
+        Ok(chunk
+            .iter()
+            .map(|t| {
+                let (.., slot) = next
+                    .iter_mut()
+                    .find(|(tenant, ..)| *tenant == t.tenant)
+                    .expect("reserved above");
+                let id = *slot;
+                *slot = slot.map(|id| id + 1);
+                id
+            })
+            .collect())
     }
 
     /// Late fire times the misfire policy skipped, recorded so no later
