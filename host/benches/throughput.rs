@@ -239,9 +239,9 @@ async fn insert_triggers(store: &Store, tag: &str, n: usize, quotas: Quotas) -> 
         let tenant = quotas.tenant(k, n);
         ids.push(
             store
-                .reserve_trigger_ids(&mut tx, &tenant, 1)
+                .reserve_trigger_ids(&mut tx, &[(&tenant, 1)])
                 .await
-                .unwrap(),
+                .unwrap()[0],
         );
     }
     let mut i = 0;

@@ -151,6 +151,55 @@ mod sqlite {
     }
 
     #[tokio::test]
+    async fn an_insert_of_a_block_or_more_takes_a_run_of_its_own_and_asks_share_nothing() {
+        let host = two_tenants(Db::Sqlite).await;
+        interleaved(&host, 2).await;
+        let newest: i64 = sqlx::query_scalar("SELECT max(id) FROM triggers")
+            .fetch_one(host.store.pool())
+            .await
+            .unwrap();
+        // BLOCK times at once: AUTOINCREMENT's ids, consecutive, above all.
+        let times: Vec<i64> = (1..=BLOCK).map(|h| h * HOUR_MS).collect();
+        host.store
+            .triggers_backfill("ja", 1, &times, "test")
+            .await
+            .unwrap();
+        let filled: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM triggers WHERE origin = 'backfill' ORDER BY id")
+                .fetch_all(host.store.pool())
+                .await
+                .unwrap();
+        assert_eq!(filled.len() as i64, BLOCK);
+        assert!(filled[0] > newest, "{} vs {newest}", filled[0]);
+        assert_eq!(filled[filled.len() - 1] - filled[0], BLOCK - 1);
+        // One reservation asking for the same tenant twice and another:
+        // every id handed out once.
+        let mut tx = host.store.pool().begin().await.unwrap();
+        let firsts = host
+            .store
+            .reserve_trigger_ids(&mut tx, &[("a", 3), ("b", 2), ("a", 3)])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let mut ids: Vec<i64> = [(firsts[0], 3), (firsts[1], 2), (firsts[2], 3)]
+            .iter()
+            .flat_map(|(first, k)| first.unwrap()..first.unwrap() + k)
+            .collect();
+        // And a's block as written goes on after them.
+        let mut tx = host.store.pool().begin().await.unwrap();
+        let next = host
+            .store
+            .reserve_trigger_ids(&mut tx, &[("a", 1)])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        ids.push(next[0].unwrap());
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 9, "{firsts:?} then {next:?}");
+    }
+
+    #[tokio::test]
     async fn a_block_far_behind_the_newest_trigger_is_left_for_a_new_one() {
         let host = two_tenants(Db::Sqlite).await;
         let (a, _) = interleaved(&host, 1).await;

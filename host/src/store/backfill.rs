@@ -41,8 +41,8 @@ impl Store {
             .await?;
         let mut created = Vec::new();
         let first_id = self
-            .reserve_trigger_ids(&mut tx, &job.tenant, times.len())
-            .await?;
+            .reserve_trigger_ids(&mut tx, &[(&job.tenant, times.len())])
+            .await?[0];
         for (k, at) in times.iter().enumerate() {
             let inserted: Option<(i64, String)> = sqlx::query_as(self.sql(concat!(
                 "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group, \

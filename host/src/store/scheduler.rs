@@ -273,34 +273,32 @@ impl Store {
     }
 
     /// Each trigger's id in `chunk` (see `store/trigger_ids.rs`): one
-    /// reservation per tenant for all of its triggers in the chunk, so they
-    /// lie together; `None` on PostgreSQL.
+    /// reservation for the chunk, a run of ids per tenant, so each
+    /// tenant's triggers lie together; `None` where the database gives it.
     async fn reserve_ids_by_tenant(
         &self,
         tx: &mut Tx,
         chunk: &[ScheduledTrigger],
     ) -> StoreResult<Vec<Option<i64>>> {
-        // (tenant, its triggers in the chunk, its next id): chunks are
-        // small, tenants in one fewer still.
-        let mut next: Vec<(&str, usize, Option<i64>)> = Vec::new();
+        // (tenant, its triggers in the chunk): chunks are small, tenants in
+        // one fewer still.
+        let mut asks: Vec<(&str, usize)> = Vec::new();
         for t in chunk {
-            match next.iter_mut().find(|(tenant, ..)| *tenant == t.tenant) {
-                Some((_, n, _)) => *n += 1,
-                None => next.push((&t.tenant, 1, None)),
+            match asks.iter_mut().find(|(tenant, _)| *tenant == t.tenant) {
+                Some((_, n)) => *n += 1,
+                None => asks.push((&t.tenant, 1)),
             }
         }
-        for (tenant, n, first) in &mut next {
-            *first = self.reserve_trigger_ids(tx, tenant, *n).await?;
-        }
+        let mut next = self.reserve_trigger_ids(tx, &asks).await?;
         Ok(chunk
             .iter()
             .map(|t| {
-                let (.., slot) = next
-                    .iter_mut()
-                    .find(|(tenant, ..)| *tenant == t.tenant)
-                    .expect("reserved above");
-                let id = *slot;
-                *slot = slot.map(|id| id + 1);
+                let i = asks
+                    .iter()
+                    .position(|(tenant, _)| *tenant == t.tenant)
+                    .expect("asked above");
+                let id = next[i];
+                next[i] = id.map(|id| id + 1);
                 id
             })
             .collect())

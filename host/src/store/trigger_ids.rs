@@ -19,9 +19,10 @@
 //! `AUTOINCREMENT` keeps: no insert that takes its own id can take one of a
 //! block's), used in order until it runs out or lies more than [`REACH`]
 //! ids below the newest trigger, when the rest of it is left unused and
-//! the tenant gets a new one. Reservations run in the inserting
-//! transaction, under SQLite's write lock, so processes sharing a file
-//! never hand out the same id.
+//! the tenant gets a new one (an insert of [`BLOCK`] or more of a tenant's
+//! triggers needs none: `AUTOINCREMENT` gives them a run of their own).
+//! Reservations run in the inserting transaction, under SQLite's write
+//! lock, so processes sharing a file never hand out the same id.
 //!
 //! What ids still mean: unique, never reused, and increasing with creation
 //! within a tenant (a tenant's trigger list, newest first, is in creation
@@ -35,7 +36,9 @@
 
 use super::*;
 
-/// Ids a tenant's block holds (more when one insert needs more).
+/// Ids a tenant's block holds. An insert of this many or more of a
+/// tenant's triggers takes no block: its rows get consecutive ids from
+/// `AUTOINCREMENT`, above every other, a run of their own.
 pub const BLOCK: i64 = 64;
 
 /// How far below the newest trigger's id a tenant's block may start and
@@ -95,17 +98,26 @@ pub fn reserve(block: Option<Block>, reserved: i64, newest: i64, k: i64) -> Rese
     }
 }
 
-/// The tenant's block (`?1`), the highest id handed out and the newest
-/// trigger's id — `sqlite_sequence` is written only by `AUTOINCREMENT`
-/// inserts and by reservations, so it can lag no id.
-const READ: &str = "SELECT b.start_id, b.next_id, b.end_id, \
+/// Each asked tenant's block (`?1`, a JSON array of tenants), with the
+/// highest id handed out and the newest trigger's id —
+/// `sqlite_sequence` is written only by `AUTOINCREMENT` inserts and by
+/// reservations, so it can lag no id.
+const READ: &str = "SELECT j.value, b.start_id, b.next_id, b.end_id, \
      coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'triggers'), 0), \
      coalesce((SELECT max(id) FROM triggers), 0) \
-     FROM (SELECT 1) LEFT JOIN trigger_id_blocks b ON b.tenant = ?1";
+     FROM json_each(?1) AS j LEFT JOIN trigger_id_blocks b ON b.tenant = j.value";
 
-const WRITE_BLOCK: &str = "INSERT INTO trigger_id_blocks (tenant, start_id, next_id, end_id) \
-     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (tenant) DO UPDATE SET start_id = excluded.start_id, \
-     next_id = excluded.next_id, end_id = excluded.end_id";
+/// A row of [`READ`]: tenant, its block's start, next and end if it has
+/// one, the highest id handed out, the newest trigger's id.
+type BlockRow = (String, Option<i64>, Option<i64>, Option<i64>, i64, i64);
+
+/// The blocks after a reservation, `?1` a JSON array of `[tenant, start,
+/// next, end]` (`WHERE true`: SQLite's upsert after a `SELECT` needs it).
+const WRITE_BLOCKS: &str = "INSERT INTO trigger_id_blocks (tenant, start_id, next_id, end_id) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+         json_extract(value, '$[2]'), json_extract(value, '$[3]') \
+     FROM json_each(?1) WHERE true ON CONFLICT (tenant) DO UPDATE SET \
+         start_id = excluded.start_id, next_id = excluded.next_id, end_id = excluded.end_id";
 
 /// `sqlite_sequence` has no key: its `triggers` row is updated, or made
 /// by the first reservation on a table no insert has touched.
@@ -114,55 +126,85 @@ const FIRST_RESERVED: &str = "INSERT INTO sqlite_sequence (name, seq) SELECT 'tr
      WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'triggers')";
 
 impl Store {
-    /// Reserve `k` ids for new triggers of `tenant` in `tx` (see the
-    /// module doc): the first of `k` consecutive ids on SQLite, bound as
-    /// the id of each insert ([`super::dialect::SQLITE_NEW_TRIGGER_ID`]); `None` on PostgreSQL (and for
-    /// `k` of 0), whose sequence gives them.
+    /// Reserve ids for new triggers in `tx` (see the module doc), `asks`
+    /// each a tenant and how many of its triggers one insert makes: for
+    /// each, the first of that many consecutive ids, bound as the id of
+    /// each insert ([`super::dialect::SQLITE_NEW_TRIGGER_ID`]) — or `None`,
+    /// and the inserts take `AUTOINCREMENT`'s ids (SQLite) or the
+    /// sequence's (PostgreSQL): on PostgreSQL always; on SQLite for none
+    /// asked, and for [`BLOCK`] or more, which one insert's rows get
+    /// consecutive above every other anyway, a run of their own as a new
+    /// block would be. Three statements however many tenants ask.
     pub async fn reserve_trigger_ids(
         &self,
         tx: &mut Tx,
-        tenant: &str,
-        k: usize,
-    ) -> StoreResult<Option<i64>> {
-        if self.dialect != Dialect::Sqlite || k == 0 {
-            return Ok(None);
+        asks: &[(&str, usize)],
+    ) -> StoreResult<Vec<Option<i64>>> {
+        let wanted = |k: usize| k > 0 && (k as i64) < BLOCK;
+        let mut firsts = vec![None; asks.len()];
+        if self.dialect != Dialect::Sqlite || !asks.iter().any(|(_, k)| wanted(*k)) {
+            return Ok(firsts);
         }
-        let (start, next, end, reserved, newest): (
-            Option<i64>,
-            Option<i64>,
-            Option<i64>,
-            i64,
-            i64,
-        ) = sqlx::query_as(READ)
-            .bind(tenant)
-            .fetch_one(&mut **tx)
+        // Each tenant read once: its block is then moved in one place, and
+        // written once.
+        let mut tenants: Vec<&str> = asks
+            .iter()
+            .filter(|(_, k)| wanted(*k))
+            .map(|(t, _)| *t)
+            .collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        let rows: Vec<BlockRow> = sqlx::query_as(READ)
+            .bind(serde_json::to_string(&tenants).expect("strings"))
+            .fetch_all(&mut **tx)
             .await?;
-        let block = match (start, next, end) {
-            (Some(start), Some(next), Some(end)) => Some(Block { start, next, end }),
-            _ => None,
-        };
-        let r = reserve(block, reserved, newest, k as i64);
-        sqlx::query(WRITE_BLOCK)
-            .bind(tenant)
-            .bind(r.block.start)
-            .bind(r.block.next)
-            .bind(r.block.end)
+        let (held, newest) = rows.first().map_or((0, 0), |r| (r.4, r.5));
+        let mut blocks: Vec<(String, Option<Block>)> = rows
+            .into_iter()
+            .map(|(tenant, start, next, end, _, _)| {
+                let block = match (start, next, end) {
+                    (Some(start), Some(next), Some(end)) => Some(Block { start, next, end }),
+                    _ => None,
+                };
+                (tenant, block)
+            })
+            .collect();
+        let mut reserved = held;
+        for (first, (tenant, k)) in firsts.iter_mut().zip(asks) {
+            if !wanted(*k) {
+                continue;
+            }
+            let slot = blocks
+                .iter_mut()
+                .find(|(t, _)| t == tenant)
+                .expect("every asked tenant was read");
+            let r = reserve(slot.1, reserved, newest, *k as i64);
+            *first = Some(r.first);
+            slot.1 = Some(r.block);
+            reserved = r.reserved;
+        }
+        let written: Vec<(&str, i64, i64, i64)> = blocks
+            .iter()
+            .filter_map(|(t, b)| b.map(|b| (t.as_str(), b.start, b.next, b.end)))
+            .collect();
+        sqlx::query(WRITE_BLOCKS)
+            .bind(serde_json::to_string(&written).expect("tuples"))
             .execute(&mut **tx)
             .await?;
-        if r.reserved != reserved {
+        if reserved != held {
             let updated = sqlx::query(WRITE_RESERVED)
-                .bind(r.reserved)
+                .bind(reserved)
                 .execute(&mut **tx)
                 .await?
                 .rows_affected();
             if updated == 0 {
                 sqlx::query(FIRST_RESERVED)
-                    .bind(r.reserved)
+                    .bind(reserved)
                     .execute(&mut **tx)
                     .await?;
             }
         }
-        Ok(Some(r.first))
+        Ok(firsts)
     }
 }
 
