@@ -308,9 +308,7 @@ impl ControlStore for Store {
             None
         };
         let next_run_at = quota_due_at.unwrap_or(scheduled_at);
-        let id = self
-            .reserve_trigger_ids(&mut tx, &[(&job.tenant, 1)])
-            .await?[0];
+        let id = self.one_trigger_id(&mut tx, &job.tenant).await?;
         let inserted = sqlx::query(self.sql(concat!(
             "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group, \
              origin, scheduled_at, partition_key, request_key, params, state, priority, \

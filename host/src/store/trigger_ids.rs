@@ -126,6 +126,15 @@ const FIRST_RESERVED: &str = "INSERT INTO sqlite_sequence (name, seq) SELECT 'tr
      WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'triggers')";
 
 impl Store {
+    /// [`Store::reserve_trigger_ids`] for one new trigger of `tenant`.
+    pub(crate) async fn one_trigger_id(
+        &self,
+        tx: &mut Tx,
+        tenant: &str,
+    ) -> StoreResult<Option<i64>> {
+        Ok(self.reserve_trigger_ids(tx, &[(tenant, 1)]).await?[0])
+    }
+
     /// Reserve ids for new triggers in `tx` (see the module doc), `asks`
     /// each a tenant and how many of its triggers one insert makes: for
     /// each, the first of that many consecutive ids, bound as the id of
