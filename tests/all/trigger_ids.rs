@@ -123,6 +123,20 @@ async fn a_late_arrival_below_newer_ids_of_another_tenant_is_still_counted(db: D
 mod sqlite {
     use super::*;
 
+    /// Backfill job `ja` (version 1) at hours 1..=`hours` of the epoch, in
+    /// one backfill; the ids of every backfilled trigger, in order.
+    async fn backfill_hours(host: &TestHost, hours: i64) -> Vec<i64> {
+        let times: Vec<i64> = (1..=hours).map(|h| h * HOUR_MS).collect();
+        host.store
+            .triggers_backfill("ja", 1, &times, "test")
+            .await
+            .unwrap();
+        sqlx::query_scalar("SELECT id FROM triggers WHERE origin = 'backfill' ORDER BY id")
+            .fetch_all(host.store.pool())
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn interleaved_tenants_take_ids_from_blocks_of_their_own() {
         let host = two_tenants(Db::Sqlite).await;
@@ -135,17 +149,7 @@ mod sqlite {
         let (a2, b2) = interleaved(&host, 1).await;
         assert!(a2[0] > *b.last().unwrap() && b2[0] > *a.last().unwrap());
         // A backfill reserves its times at once: consecutive, after b's.
-        let times: Vec<i64> = (1..=5).map(|h| h * HOUR_MS).collect();
-        let version = 1;
-        host.store
-            .triggers_backfill("ja", version, &times, "test")
-            .await
-            .unwrap();
-        let filled: Vec<i64> =
-            sqlx::query_scalar("SELECT id FROM triggers WHERE origin = 'backfill' ORDER BY id")
-                .fetch_all(host.store.pool())
-                .await
-                .unwrap();
+        let filled = backfill_hours(&host, 5).await;
         assert_eq!(filled.len(), 5);
         assert_eq!(filled[4] - filled[0], 4, "{filled:?}");
     }
@@ -159,16 +163,7 @@ mod sqlite {
             .await
             .unwrap();
         // BLOCK times at once: AUTOINCREMENT's ids, consecutive, above all.
-        let times: Vec<i64> = (1..=BLOCK).map(|h| h * HOUR_MS).collect();
-        host.store
-            .triggers_backfill("ja", 1, &times, "test")
-            .await
-            .unwrap();
-        let filled: Vec<i64> =
-            sqlx::query_scalar("SELECT id FROM triggers WHERE origin = 'backfill' ORDER BY id")
-                .fetch_all(host.store.pool())
-                .await
-                .unwrap();
+        let filled = backfill_hours(&host, BLOCK).await;
         assert_eq!(filled.len() as i64, BLOCK);
         assert!(filled[0] > newest, "{} vs {newest}", filled[0]);
         assert_eq!(filled[filled.len() - 1] - filled[0], BLOCK - 1);
