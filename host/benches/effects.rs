@@ -124,6 +124,7 @@ async fn bench(runs: usize) {
     let caller = Caller {
         response_cap: paddock::effects::http::MAX_BODY,
         lease: &lease,
+        tenant: "t",
         granted: &granted,
         retry: &retry,
         stop: None,
@@ -170,6 +171,8 @@ async fn bench(runs: usize) {
             .effect_intent(
                 &lease,
                 &NewEffect {
+                    tenant: "t".into(),
+                    downstream_key: format!("t/{key}"),
                     idempotency_key: key.clone(),
                     connector: "ledger".into(),
                     action: "R-writes/release".into(),

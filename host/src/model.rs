@@ -11,6 +11,7 @@
 //! | `plan.rs` | plan specs, digests, canonical JSON, plan keys, shards |
 //! | `capability.rs` | capability manifests and the checks made against them |
 //! | `group.rs` | resource groups, their effective concurrency, tenant quotas |
+//! | `admission.rs` | which tenants a resource group admits |
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
 //! | `gates.rs` | pause, resume and cancel at five scopes: [`gates::GateScope`], their reports, late fires at resume |
@@ -21,6 +22,7 @@
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
 
+pub mod admission;
 pub mod attempt;
 pub mod audit;
 pub mod backlog;

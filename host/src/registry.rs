@@ -52,6 +52,9 @@ pub enum RegistryError {
     GroupsFile(String),
     #[error("tenant '{name}': {problem}")]
     BadTenant { name: String, problem: String },
+    /// The job's group does not admit the job's tenant.
+    #[error("{}", crate::model::admission::refusal(group, tenant))]
+    NotAdmitted { group: String, tenant: String },
 }
 
 // By hand, not `#[from]`: the message already shows the sandbox's text,
@@ -187,12 +190,22 @@ impl Registry {
             .group_get(&manifest.resource_group)
             .await?
             .ok_or_else(|| RegistryError::UnknownGroup(manifest.resource_group.clone()))?;
-        if let Err(error) = capability::check_granted(
-            &manifest.connectors,
-            &manifest.capabilities,
-            &group.name,
-            &group.granted(),
-        ) {
+        let admitted = self.store.group_tenants(&group.name).await?;
+        let checked = if crate::model::admission::admits(&admitted, &manifest.tenant) {
+            capability::check_granted(
+                &manifest.connectors,
+                &manifest.capabilities,
+                &group.name,
+                &group.granted(),
+            )
+            .map_err(RegistryError::from)
+        } else {
+            Err(RegistryError::NotAdmitted {
+                group: group.name.clone(),
+                tenant: manifest.tenant.clone(),
+            })
+        };
+        if let Err(error) = checked {
             self.store
                 .audit_record(
                     actor,
@@ -201,7 +214,7 @@ impl Registry {
                     serde_json::json!({ "reason": error.to_string() }),
                 )
                 .await?;
-            return Err(error.into());
+            return Err(error);
         }
         let spec = manifest.to_spec(&digest)?;
         crate::model::caps::OutputCaps::check(
@@ -281,6 +294,42 @@ impl Registry {
         Ok(grants)
     }
 
+    /// `paddock group allow` / `group disallow`: admit tenants to a group
+    /// and stop admitting others ([`crate::model::admission`]), each
+    /// change audited. Returns the tenants the group admits now. Jobs
+    /// already applied in the group stop at their next attempt when their
+    /// tenant is no longer admitted.
+    pub async fn group_tenants(
+        &self,
+        name: &str,
+        allow: &[String],
+        disallow: &[String],
+        actor: &str,
+    ) -> Result<Vec<String>, RegistryError> {
+        for tenant in allow.iter().chain(disallow) {
+            crate::model::admission::check_entry(tenant).map_err(|problem| {
+                RegistryError::BadGroup {
+                    name: name.to_string(),
+                    problem,
+                }
+            })?;
+        }
+        if self.store.group_get(name).await?.is_none() {
+            return Err(RegistryError::UnknownGroup(name.to_string()));
+        }
+        for tenant in disallow {
+            self.store
+                .group_tenant_set(name, tenant, false, actor)
+                .await?;
+        }
+        for tenant in allow {
+            self.store
+                .group_tenant_set(name, tenant, true, actor)
+                .await?;
+        }
+        Ok(self.store.group_tenants(name).await?)
+    }
+
     /// Store a checked group with the effective concurrency claims enforce
     /// from now on ([`capacity_now`]: its inputs and what its recent
     /// attempts measured).
@@ -323,6 +372,11 @@ impl Registry {
         let mut applied = Vec::with_capacity(file.groups.len());
         for group in &file.groups {
             applied.push((group.name.clone(), self.group_store(group, actor).await?));
+        }
+        for (group, tenants) in &file.admits {
+            self.store
+                .group_tenants_replace(group, tenants, actor)
+                .await?;
         }
         Ok((applied, file.tenants))
     }

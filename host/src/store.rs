@@ -34,6 +34,7 @@ mod effects;
 mod fence;
 mod fence_log;
 mod gates;
+mod group_tenants;
 mod groups;
 #[cfg(test)]
 mod guards;

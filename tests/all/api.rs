@@ -69,10 +69,12 @@ async fn start(db: Db) -> Api {
             .unwrap();
         let effect = format!("{tenant}-effect");
         sqlx::query(host.store.sql(
-            "INSERT INTO effects (idempotency_key, trigger_id, connector, action, params_digest, \
-             request_id, fencing_token, state, created_at, updated_at) \
-             VALUES (?, ?, 'ledger', 'RES-1/charge', 'd', 'r', 1, 'succeeded', 0, 0)",
+            "INSERT INTO effects (tenant, idempotency_key, downstream_key, trigger_id, connector, \
+             action, params_digest, request_id, fencing_token, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'ledger', 'RES-1/charge', 'd', 'r', 1, 'succeeded', 0, 0)",
         ))
+        .bind(tenant)
+        .bind(&effect)
         .bind(&effect)
         .bind(trigger)
         .execute(host.store.pool())

@@ -595,7 +595,12 @@ async fn a_downstream_answer_over_the_response_cap_is_never_stored(db: Db) {
         "{:?}",
         t.error_message
     );
-    let rec = host.store.effect_get("big-1").await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, "big-1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.state, "unknown");
     assert_eq!(rec.response, None, "nothing past the cap is stored");
     assert!(

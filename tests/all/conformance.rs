@@ -443,7 +443,7 @@ impl Fixture {
     }
 
     async fn effect(&self, key: &str) -> Option<EffectRecord> {
-        self.store.effect_get(key).await.unwrap()
+        self.store.effect_get(crate::TENANT, key).await.unwrap()
     }
 }
 
@@ -482,6 +482,8 @@ fn ended(state: TriggerState) -> AttemptEnd {
 
 fn new_effect(key: &str) -> NewEffect {
     NewEffect {
+        tenant: crate::TENANT.into(),
+        downstream_key: crate::sent_key(key),
         idempotency_key: key.into(),
         connector: "ledger".into(),
         action: "debit".into(),

@@ -669,7 +669,12 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
     );
     // Shut down while the effect is in flight (its intent is written).
     ledger.wait_held(key, 1).await;
-    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    let e = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((e.state.as_str(), e.sends), ("intent", 1));
     a.signal("TERM");
     logged(&a, "drain timeout: asking attempts to checkpoint and pause").await;
@@ -694,7 +699,12 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
             )),
         "{out}"
     );
-    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    let e = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((e.state.as_str(), e.sends), ("unknown", 1));
     assert_eq!(ledger.stat("applied").await, 1, "the ledger applied it");
 
@@ -711,7 +721,12 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
         "{:?}",
         t.error_message
     );
-    let e = host.store.effect_get(key).await.unwrap().unwrap();
+    let e = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((e.state.as_str(), e.sends), ("succeeded", 1));
     assert_eq!(ledger.stat("applied").await, 1, "performed once");
     ledger.stop().await;

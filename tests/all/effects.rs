@@ -108,7 +108,12 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
             .error_message
     );
     assert_eq!(sa.outcome, "retry_wait");
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.state, "unknown");
     assert_eq!(ledger.stat("applied").await, 1, "the downstream committed");
 
@@ -130,7 +135,12 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
     assert_eq!(host.count("triggers").await, 1);
     assert_eq!(host.count("attempts").await, 2);
     assert_eq!(scalar(&host, "SELECT count(*) FROM effects").await, 1);
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1));
     assert_eq!(rec.resolved_by.as_deref(), Some("query"));
     let stats = ledger.stats().await;
@@ -197,7 +207,12 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
     let t = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(t.state, "succeeded");
     assert_eq!(result(&t)["outcome"], "done");
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (rec.state.as_str(), rec.fencing_token, rec.sends),
         ("succeeded", 78, 2)
@@ -223,7 +238,12 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
     assert_eq!(host.store.counter("stale_effect_writes").await.unwrap(), 1);
     assert!(host.store.counter("stale_token_rejections").await.unwrap() >= 1);
     // The record still says what 78 did.
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state.as_str(), rec.fencing_token), ("succeeded", 78));
     // `paddock report incident`: 77's effect was in flight when 78 took
     // over, found not committed by 78's query and re-sent — an unknown
@@ -281,7 +301,12 @@ async fn a_params_digest_conflict_under_one_key_is_rejected_ticketed_and_nothing
         "{t2:?}"
     );
     assert_eq!(ledger.stat("requests_received").await, 1, "nothing sent");
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1));
 
     let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
@@ -515,15 +540,30 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     .into();
     assert_eq!(outcomes, expected);
     for i in 0..7 {
-        let rec = host.store.effect_get(&key(i)).await.unwrap().unwrap();
+        let rec = host
+            .store
+            .effect_get(crate::TENANT, &key(i))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 1), "{i}");
         assert_eq!(rec.resolved_by.as_deref(), Some("recovery"));
     }
     for i in 7..9 {
-        let rec = host.store.effect_get(&key(i)).await.unwrap().unwrap();
+        let rec = host
+            .store
+            .effect_get(crate::TENANT, &key(i))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.state.as_str(), rec.sends), ("succeeded", 2), "{i}");
     }
-    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, &key(9))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state.as_str(), rec.sends), ("unknown", 1));
     let tickets = host.store.exceptions_list(Some("open")).await.unwrap();
     assert_eq!(tickets.len(), 1);
@@ -587,7 +627,12 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
         (proposed.state.as_str(), proposed.proposed_action.as_deref()),
         ("open", Some("mark_succeeded"))
     );
-    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, &key(9))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.state, "unknown", "a proposal changes no effect");
     let refused = host
         .store
@@ -653,7 +698,12 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
     );
     let approval: Value = serde_json::from_str(&audit.last().unwrap().detail).unwrap();
     assert_eq!(approval["proposed_by"], "local:ops-alice", "{approval}");
-    let rec = host.store.effect_get(&key(9)).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, &key(9))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.state, "succeeded");
     assert_eq!(rec.resolved_by, Some(format!("ticket:{}", tickets[0].id)));
     ledger.stop().await;
@@ -678,7 +728,12 @@ async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_can
         .await;
     runner.run_until_idle().await.unwrap();
     assert_eq!(ledger.resource("RES-C").await["balance"], 70);
-    let before = host.store.effect_get(original).await.unwrap().unwrap();
+    let before = host
+        .store
+        .effect_get(crate::TENANT, original)
+        .await
+        .unwrap()
+        .unwrap();
 
     // Nothing recorded under the key: nothing to compensate.
     let mut params = effect("ledger", "RES-C", "release", "order-0/undo", 30);
@@ -696,11 +751,20 @@ async fn a_compensation_is_a_new_effect_that_never_rewrites_the_original_and_can
     let t1 = host.store.trigger_get(t1.id).await.unwrap();
     assert_eq!(t1.state, "succeeded", "{t1:?}");
     assert_eq!(ledger.resource("RES-C").await["balance"], 100);
-    let rec = host.store.effect_get(undo).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, undo)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.compensates.as_deref(), Some(original));
     assert_eq!(rec.sends, 1, "its own budget");
     assert_eq!(
-        host.store.effect_get(original).await.unwrap().unwrap(),
+        host.store
+            .effect_get(crate::TENANT, original)
+            .await
+            .unwrap()
+            .unwrap(),
         before,
         "the original is never rewritten"
     );
@@ -766,7 +830,12 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
         "RES-OTHER"
     );
     assert_eq!(evidence["effect"]["action"], "RES-5/reserve");
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         rec.state, "unknown",
         "not marked from someone else's record"
@@ -796,13 +865,24 @@ async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_att
         .await
         .unwrap();
     assert_eq!(
-        host.store.effect_get(key).await.unwrap().unwrap().state,
+        host.store
+            .effect_get(crate::TENANT, key)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
         "unknown"
     );
     let guard =
         EffectGateway::new(host.store.clone()).spawn_recovery(Duration::from_millis(20), 100);
     crate::procs::eventually(Duration::from_secs(60), "the recovery scan", || async {
-        let state = host.store.effect_get(key).await.unwrap().unwrap().state;
+        let state = host
+            .store
+            .effect_get(crate::TENANT, key)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
         (state == "succeeded").then_some(())
     })
     .await;
@@ -895,7 +975,12 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
         .await;
     runner.run_until_idle().await.unwrap();
     assert_eq!(ledger.resource("RES-OP").await["balance"], 60);
-    let before = host.store.effect_get(original).await.unwrap().unwrap();
+    let before = host
+        .store
+        .effect_get(crate::TENANT, original)
+        .await
+        .unwrap()
+        .unwrap();
 
     let paddock = |actor: &str, original: &str, key: &str, reason: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
@@ -928,7 +1013,7 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
     assert_eq!(ledger.resource("RES-OP").await["balance"], 100);
     let undo = host
         .store
-        .effect_get("order-5/undo")
+        .effect_get(crate::TENANT, "order-5/undo")
         .await
         .unwrap()
         .unwrap();
@@ -937,7 +1022,11 @@ async fn an_operator_records_a_compensation_from_the_cli_and_a_runner_performs_i
         ("succeeded", Some(original))
     );
     assert_eq!(
-        host.store.effect_get(original).await.unwrap().unwrap(),
+        host.store
+            .effect_get(crate::TENANT, original)
+            .await
+            .unwrap()
+            .unwrap(),
         before,
         "the original is never rewritten"
     );
@@ -1097,7 +1186,7 @@ async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_
     );
     assert_eq!(
         host.store
-            .effect_get("park/2")
+            .effect_get(crate::TENANT, "park/2")
             .await
             .unwrap()
             .unwrap()

@@ -173,7 +173,12 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
         Some((5, 5, 77)),
         "A checkpointed its 5 steps"
     );
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (rec.state.as_str(), rec.fencing_token, rec.sends),
         ("intent", 77, 1)
@@ -210,7 +215,12 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["fencing_token"], 78, "{body}");
     assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (rec.state.as_str(), rec.fencing_token, rec.sends),
         ("succeeded", 78, 2)
@@ -285,7 +295,12 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
         )
     );
     assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
-    let rec = host.store.effect_get(key).await.unwrap().unwrap();
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (rec.state.as_str(), rec.fencing_token, rec.sends),
         ("succeeded", 78, 2)

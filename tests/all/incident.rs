@@ -144,7 +144,13 @@ async fn busy(host: &TestHost, name: &str, held: &[(i64, usize)]) -> Proc {
             ("running", Some(name), 1),
             "{t:?}"
         );
-        assert_eq!(host.store.effect_get(&key(*k)).await.unwrap(), None);
+        assert_eq!(
+            host.store
+                .effect_get(crate::TENANT, &key(*k))
+                .await
+                .unwrap(),
+            None
+        );
     }
     p
 }
@@ -276,7 +282,11 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
             (Some("done"), Some(2), Some(1)),
             "B resumed from A's checkpoint: {out}"
         );
-        let rec = store.effect_get(&key(*n)).await.unwrap().unwrap();
+        let rec = store
+            .effect_get(crate::TENANT, &key(*n))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (
                 rec.state.as_str(),
@@ -383,7 +393,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
             (t.state.as_str(), t.error_class.as_deref()),
             ("retry_wait", Some("unknown"))
         );
-        let rec = store.effect_get(key).await.unwrap().unwrap();
+        let rec = store.effect_get(crate::TENANT, key).await.unwrap().unwrap();
         assert_eq!((rec.state.as_str(), rec.sends), ("unknown", 1), "{key}");
     }
     for id in &conflicts {
@@ -428,7 +438,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
     let mut ends = BTreeMap::<String, usize>::new();
     for (id, key) in &lost {
         let t = store.trigger_get(*id).await.unwrap();
-        let rec = store.effect_get(key).await.unwrap().unwrap();
+        let rec = store.effect_get(crate::TENANT, key).await.unwrap().unwrap();
         let label = format!(
             "{} / effect {} by {}",
             t.state,

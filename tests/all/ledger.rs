@@ -145,20 +145,26 @@ impl Ledger {
             .unwrap();
     }
 
+    // The holds below take an effect's key as a `TestHost::job`'s guest
+    // names it; the ledger sees the key qualified by the tenant
+    // (`crate::sent_key`).
+
     pub async fn hold(&self, key: &str, token: i64) {
         self.post(
             "/admin/hold",
-            json!({"hold_key": key, "fencing_token": token}),
+            json!({"hold_key": crate::sent_key(key), "fencing_token": token}),
         )
         .await;
     }
 
     pub async fn release(&self, key: &str) {
-        self.post("/admin/release", json!({"hold_key": key})).await;
+        self.post("/admin/release", json!({"hold_key": crate::sent_key(key)}))
+            .await;
     }
 
     /// Requests parked at the hold for `key` right now.
     pub async fn waiting(&self, key: &str) -> u64 {
+        let key = crate::sent_key(key);
         let (_, holds) = self.get("/admin/holds").await;
         holds["holds"]
             .as_array()
@@ -186,7 +192,7 @@ impl Ledger {
     pub async fn hold_gate(&self, trigger: i64, attempt: u32) {
         self.post(
             "/admin/hold",
-            json!({"hold_key": self.gate_key(trigger, attempt)}),
+            json!({"hold_key": crate::sent_key(&self.gate_key(trigger, attempt))}),
         )
         .await;
     }
@@ -197,8 +203,8 @@ impl Ledger {
     /// soon as it is created, and would pass a gate held only after.
     pub async fn held_trigger(&self, host: &crate::TestHost, job: &str, mut params: Value) -> i64 {
         let name = format!("held-{}", self.next_gate.fetch_add(1, Ordering::Relaxed));
-        self.post("/admin/hold", json!({"hold_key": format!("gate/{name}/1")}))
-            .await;
+        let gate = crate::sent_key(&format!("gate/{name}/1"));
+        self.post("/admin/hold", json!({"hold_key": gate})).await;
         params["gate_name"] = json!(name);
         let id = host.trigger(job, params).await.id;
         self.gate_names.lock().unwrap().insert(id, name);

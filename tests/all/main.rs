@@ -14,6 +14,15 @@
 //!
 //! Count the tests per database with `bash scripts/test-counts.sh`.
 
+/// The tenant of the jobs [`TestHost::job`] applies.
+pub const TENANT: &str = "t1";
+
+/// What the host sends a downstream as `Idempotency-Key` for a key of a
+/// [`TestHost::job`]'s effect (keys are qualified by their tenant).
+pub fn sent_key(key: &str) -> String {
+    paddock::effects::classify::downstream_key(TENANT, key)
+}
+
 /// One test, once per database: `db_test!(name)` above `async fn name(db:
 /// Db)` makes `name::sqlite` and `name::postgres`, each a `#[tokio::test]`
 /// (on a multi-threaded runtime with `workers = N`). The function stays an
@@ -81,6 +90,7 @@ mod status;
 mod tokens;
 mod trigger_ids;
 mod wake;
+mod walls;
 
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::ResourceGroup;
@@ -253,6 +263,11 @@ impl TestHost {
             )
             .await
             .unwrap();
+        // The tests' groups admit every tenant; `walls.rs` tests bindings.
+        self.registry
+            .group_tenants(name, &["*".into()], &[], "test")
+            .await
+            .unwrap();
     }
 
     /// A group with small limits for misbehaving guests.
@@ -266,7 +281,7 @@ impl TestHost {
     /// an admin would (`paddock group grant G connector:NAME`).
     pub async fn job(&self, id: &str, name: &str, extra: &str) -> u32 {
         let toml = format!(
-            "id = \"{id}\"\ntenant = \"t1\"\ncomponent = \"{}\"\n{extra}\n",
+            "id = \"{id}\"\ntenant = \"{TENANT}\"\ncomponent = \"{}\"\n{extra}\n",
             guest(name).display()
         );
         self.grant_connectors(&toml).await;
@@ -289,9 +304,19 @@ impl TestHost {
         self.store.trigger_get(t.id).await.unwrap()
     }
 
-    /// Grant a manifest's connectors to its resource group.
+    /// Grant a manifest's connectors to its resource group, and admit its
+    /// tenant there, as an admin would.
     pub async fn grant_connectors(&self, toml: &str) {
         let manifest = paddock::registry::manifest::JobManifest::parse(toml).unwrap();
+        self.registry
+            .group_tenants(
+                &manifest.resource_group,
+                &[manifest.tenant.clone()],
+                &[],
+                "admin",
+            )
+            .await
+            .unwrap();
         let grants: Vec<String> = manifest
             .connectors
             .iter()

@@ -83,6 +83,8 @@ fn end(state: TriggerState, fuel: i64, wall_ms: i64) -> AttemptEnd {
 
 fn effect(key: &str) -> NewEffect {
     NewEffect {
+        tenant: crate::TENANT.into(),
+        downstream_key: crate::sent_key(key),
         idempotency_key: key.into(),
         connector: "ledger".into(),
         action: "debit".into(),
@@ -187,7 +189,7 @@ async fn the_incident_report_splits_86_affected_triggers_and_closes_91_86_percen
         match found {
             Some(state) => assert!(
                 store
-                    .effect_recover(&key, 2, &outcome(state, "recovery"))
+                    .effect_recover(crate::TENANT, &key, 2, &outcome(state, "recovery"))
                     .await
                     .unwrap()
             ),
@@ -327,7 +329,10 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     let b = claim(store, "B", t0 + 2 * LEASE, 100).await;
     assert_eq!(b.len(), 8, "the 8 lost attempts are taken over");
     for (id, lease) in &b {
-        let recorded = store.effect_get(&format!("pay-{id}")).await.unwrap();
+        let recorded = store
+            .effect_get(crate::TENANT, &format!("pay-{id}"))
+            .await
+            .unwrap();
         assert_eq!(recorded.unwrap().state, "succeeded", "replayed, not resent");
         let ok = end(TriggerState::Succeeded, 1_500_000_000, 5_000);
         store.attempt_finish(lease, &ok).await.unwrap();

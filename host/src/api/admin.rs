@@ -97,6 +97,33 @@ pub async fn group_grant(
     Ok(Json(serde_json::json!({ "group": name, "grants": grants })))
 }
 
+/// `POST /v1/groups/{name}/tenants`'s body: tenants to admit to the group
+/// and tenants to stop admitting (`*`: every tenant).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupTenantsRequest {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub disallow: Vec<String>,
+}
+
+/// `POST /v1/groups/{name}/tenants`: admit and stop admitting tenants.
+pub async fn group_tenants(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<GroupTenantsRequest>,
+) -> Answer<serde_json::Value> {
+    let tenants = api
+        .registry
+        .group_tenants(&name, &request.allow, &request.disallow, &caller.actor())
+        .await?;
+    Ok(Json(
+        serde_json::json!({ "group": name, "tenants": tenants }),
+    ))
+}
+
 /// `PUT /v1/tenants/{tenant}`: weight and quotas.
 pub async fn tenant_put(
     State(api): State<ApiState>,
@@ -182,9 +209,19 @@ pub async fn group_set(
             spec.name
         )));
     }
+    let tenants = spec.tenants.clone();
+    if let Some(tenants) = &tenants {
+        crate::registry::groups_file::admitted(tenants)
+            .map_err(|problem| ApiError::bad_request(format!("group '{name}': {problem}")))?;
+    }
     let group = group_of(spec)
         .map_err(|problem| ApiError::bad_request(format!("group '{name}': {problem}")))?;
     let capacity = api.registry.group_put(group, &caller.actor()).await?;
+    if let Some(tenants) = &tenants {
+        api.store
+            .group_tenants_replace(&name, tenants, &caller.actor())
+            .await?;
+    }
     Ok(Json(GroupSetResponse {
         group: name,
         effective_concurrency: capacity.effective,

@@ -3,7 +3,7 @@
 //! compensation — the same code as `paddock effects recover|compensate`
 //! ([`crate::effects::operator`]), audited as `token:NAME`.
 
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::wire::{CompensateRequest, RecoverRequest};
 use super::{ApiError, ApiState, Caller};
 use crate::effects::RecoveryReport;
@@ -24,14 +24,27 @@ impl From<OperatorError> for ApiError {
     }
 }
 
-/// `GET /v1/effects/{key}`: one effect, if its trigger is the caller's.
+/// `GET /v1/effects/{key}`'s query: the tenant whose key it is. A team
+/// token's own tenant is implied; other callers name one when the key is
+/// recorded in several tenants.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectQuery {
+    pub tenant: Option<String>,
+}
+
+/// `GET /v1/effects/{key}`: one effect, if its tenant is the caller's.
 pub async fn effect(
     State(api): State<ApiState>,
     Extension(caller): Extension<Caller>,
     ApiPath(key): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EffectQuery>,
 ) -> Answer<EffectRecord> {
+    let scope = caller.scope()?;
     Ok(Json(
-        api.store.effect_get_for(&caller.scope()?, &key).await?,
+        api.store
+            .effect_get_for(&scope, q.tenant.as_deref(), &key)
+            .await?,
     ))
 }
 
@@ -69,8 +82,11 @@ pub async fn compensate(
         ));
     }
     let scope = caller.scope()?;
-    api.store.effect_get_for(&scope, &original).await?;
-    api.store.job_get_for(&scope, &request.job).await?;
+    // The compensating job's tenant is the namespace of both keys.
+    let job = api.store.job_get_for(&scope, &request.job).await?;
+    api.store
+        .effect_get_for(&scope, Some(&job.tenant), &original)
+        .await?;
     let compensation = Compensation {
         original,
         job: request.job,

@@ -98,6 +98,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::UnknownGroup(_) | RegistryError::UnknownComponent(_) => {
                 Self::not_found(error.to_string())
             }
+            RegistryError::NotAdmitted { .. } => {
+                Self::new(StatusCode::FORBIDDEN, "forbidden", error.to_string())
+            }
             other => Self::bad_request(other.to_string()),
         }
     }

@@ -181,8 +181,43 @@ pub async fn ticket(
     ))
 }
 
-pub async fn groups(State(api): State<ApiState>) -> Answer<Vec<ResourceGroup>> {
-    Ok(Json(api.store.groups_list().await?))
+/// Every group; a team token sees only the groups that admit its tenant,
+/// their env grants by name without their values.
+pub async fn groups(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+) -> Answer<Vec<ResourceGroup>> {
+    let mut visible = Vec::new();
+    for group in api.store.groups_list().await? {
+        if let Some(group) = for_caller(&api, &caller, group).await? {
+            visible.push(group);
+        }
+    }
+    Ok(Json(visible))
+}
+
+/// A group as `caller` may see it: a team token sees a group only if it
+/// admits the token's tenant, and sees its grants without the values an
+/// admin set in them ([`crate::model::admission::grant_name`]).
+async fn for_caller(
+    api: &ApiState,
+    caller: &Caller,
+    mut group: ResourceGroup,
+) -> Result<Option<ResourceGroup>, ApiError> {
+    let Some(tenant) = caller.tenant() else {
+        return Ok(Some(group));
+    };
+    let admitted = api.store.group_tenants(&group.name).await?;
+    if !crate::model::admission::admits(&admitted, tenant) {
+        return Ok(None);
+    }
+    let names: Vec<String> = group
+        .grant_list()
+        .iter()
+        .map(|g| crate::model::admission::grant_name(g))
+        .collect();
+    group.grants = serde_json::to_string(&names).expect("strings serialize");
+    Ok(Some(group))
 }
 
 /// `paddock group show`'s facts: the group, what its attempts measured in
@@ -190,16 +225,30 @@ pub async fn groups(State(api): State<ApiState>) -> Answer<Vec<ResourceGroup>> {
 /// ramp and holds.
 pub async fn group(
     State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(name): ApiPath<String>,
 ) -> Answer<GroupView> {
-    group_view(&api.store, &name, api.registry.instance_pool())
+    let not_found = || ApiError::not_found(format!("group '{name}' not found"));
+    let mut view = group_view(&api.store, &name, api.registry.instance_pool())
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("group '{name}' not found")))
+        .ok_or_else(not_found)?;
+    view.group = for_caller(&api, &caller, view.group)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(Json(view))
 }
 
-pub async fn tenants(State(api): State<ApiState>) -> Answer<Vec<TenantQuota>> {
-    Ok(Json(api.store.tenants_list().await?))
+/// Tenants' weights and quotas; a team token sees its own tenant's only
+/// (other tenants' names are theirs).
+pub async fn tenants(
+    State(api): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+) -> Answer<Vec<TenantQuota>> {
+    let mut tenants = api.store.tenants_list().await?;
+    if let Some(own) = caller.tenant() {
+        tenants.retain(|t| t.tenant == own);
+    }
+    Ok(Json(tenants))
 }
 
 pub async fn connectors(State(api): State<ApiState>) -> Answer<Vec<ConnectorRecord>> {
@@ -235,6 +284,13 @@ pub async fn audit_verify(State(api): State<ApiState>) -> Answer<VerifyResponse>
 
 pub async fn capabilities(State(api): State<ApiState>) -> Answer<Vec<ComponentReport>> {
     Ok(Json(report::capabilities(&api.store).await?))
+}
+
+/// Each tenant's groups and what they grant it.
+pub async fn capabilities_by_tenant(
+    State(api): State<ApiState>,
+) -> Answer<Vec<report::TenantGrants>> {
+    Ok(Json(report::tenant_grants(&api.store).await?))
 }
 
 /// `?window=5m&group=G&tenant=T`, or `?since=RFC3339` instead of a window.

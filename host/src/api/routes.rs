@@ -88,7 +88,7 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/schedule/skipped", Some(Read), "Fire times the misfire policy skipped, newest first, with counts by reason", &["job", "limit"], Body::None, get(schedule::skipped)),
     // Effects and exception tickets.
     route!("GET" "/v1/effects", Some(Read), "Effect records, newest first", PAGE, Body::None, get(reads::effects)),
-    route!("GET" "/v1/effects/{key}", Some(Read), "An effect by its idempotency key", &[], Body::None, get(effects::effect)),
+    route!("GET" "/v1/effects/{key}", Some(Read), "An effect by its idempotency key in a tenant (a team token: its own; others name one when several tenants hold the key)", &["tenant"], Body::None, get(effects::effect)),
     route!("POST" "/v1/effects/recover", Some(ResolveTicket), "Resolve effects left intent or unknown by asking the downstream by key (never resends)", &[], Json("RecoverRequest"), post(effects::recover)),
     route!("POST" "/v1/effects/{key}/compensate", Some(ResolveTicket), "Record an operator's compensation of a succeeded effect: a new trigger of a job performs it", &[], Json("CompensateRequest"), post(effects::compensate)),
     route!("GET" "/v1/tickets", Some(Read), "Exception tickets, newest first", &["state", "limit", "after"], Body::None, get(reads::tickets)),
@@ -120,6 +120,7 @@ pub static ROUTES: &[Route] = &[
     route!("POST" "/v1/groups", Some(ManageGroups), "Apply a groups file", &[], Json("GroupsRequest"), post(admin::groups_apply)),
     route!("PUT" "/v1/groups/{name}", Some(ManageGroups), "Create or change a group (the fields of `paddock group set`)", &[], Json("GroupSpec"), put(admin::group_set)),
     route!("POST" "/v1/groups/{name}/grants", Some(ManageGroups), "Add and remove a group's grants", &[], Json("GrantRequest"), post(admin::group_grant)),
+    route!("POST" "/v1/groups/{name}/tenants", Some(ManageGroups), "Admit tenants to a group and stop admitting others (`*`: every tenant)", &[], Json("GroupTenantsRequest"), post(admin::group_tenants)),
     route!("GET" "/v1/tenants", Some(Read), "Tenants' weights and quotas", &[], Body::None, get(reads::tenants)),
     route!("PUT" "/v1/tenants/{tenant}", Some(ManageGroups), "Set a tenant's weight and quotas", &[], Json("TenantRequest"), put(admin::tenant_put)),
     route!("GET" "/v1/connectors", Some(Read), "Connectors", &[], Body::None, get(reads::connectors)),
@@ -136,6 +137,7 @@ pub static ROUTES: &[Route] = &[
     route!("GET" "/v1/audit/verify", Some(ReadAudit), "Verify the audit chain", &[], Body::None, get(reads::audit_verify)),
     route!("GET" "/v1/audit/export", Some(ReadAudit), "Entries since an instant or a duration ago, as JSON lines; the chain's state in the paddock-audit-chain header", &["since"], Body::None, get(review::audit_export)),
     route!("GET" "/v1/capabilities", Some(ReadAudit), "The capability report", &[], Body::None, get(reads::capabilities)),
+    route!("GET" "/v1/capabilities/tenants", Some(ReadAudit), "Each tenant's groups and what they grant it", &[], Body::None, get(reads::capabilities_by_tenant)),
 ];
 
 /// The router of [`ROUTES`]: each behind its guard (token, then role) and

@@ -28,7 +28,7 @@ pub async fn component_push(
     let pushed = api.registry.component_push(&bytes, &caller.actor()).await?;
     if let Some(tenant) = caller.tenant() {
         api.store
-            .component_owner_add(&pushed.digest, tenant)
+            .component_owner_add(&pushed.digest, tenant, &caller.actor())
             .await?;
     }
     let status = if pushed.created {

@@ -183,9 +183,53 @@ pub fn check_key(key: &str) -> Result<(), String> {
     }
 }
 
+/// The most a downstream key may be: what common downstreams accept as an
+/// `Idempotency-Key` (the reference ledger, payment APIs).
+pub const MAX_DOWNSTREAM_KEY: usize = 255;
+
+/// What the host sends as `Idempotency-Key` for `tenant`'s effect `key`,
+/// and asks the downstream by: `tenant/key`. Tenant names hold no `/`, so
+/// two tenants' equal keys are two operations at a downstream they share,
+/// and a downstream's deduplication can never hand one tenant another's
+/// answer. A qualified key longer than [`MAX_DOWNSTREAM_KEY`] sends the
+/// key's SHA-256 instead (`tenant/sha256:HEX`): still one per key, and
+/// within the limit for any tenant name.
+pub fn downstream_key(tenant: &str, key: &str) -> String {
+    let qualified = format!("{tenant}/{key}");
+    if qualified.len() <= MAX_DOWNSTREAM_KEY {
+        return qualified;
+    }
+    format!(
+        "{tenant}/sha256:{}",
+        hex::encode(Sha256::digest(key.as_bytes()))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_keys_of_two_tenants_are_two_downstream_keys() {
+        assert_eq!(
+            downstream_key("alpha", "order-1/charge"),
+            "alpha/order-1/charge"
+        );
+        assert_ne!(
+            downstream_key("alpha", "order-1/charge"),
+            downstream_key("beta", "order-1/charge")
+        );
+    }
+
+    #[test]
+    fn a_long_key_is_sent_as_its_digest_within_the_limit() {
+        let long = "k".repeat(255);
+        let sent = downstream_key("a-tenant", &long);
+        assert!(sent.len() <= MAX_DOWNSTREAM_KEY, "{sent}");
+        assert!(sent.starts_with("a-tenant/sha256:"), "{sent}");
+        assert_ne!(sent, downstream_key("a-tenant", &"k".repeat(254)));
+        assert_ne!(sent, downstream_key("b-tenant", &long));
+    }
 
     fn status(status: u16, body: &str) -> Answer {
         Answer::Status {

@@ -56,6 +56,10 @@ impl Default for GatewayConfig {
 /// stop signal (closed on a fenced answer).
 pub struct Caller<'a> {
     pub lease: &'a LeaseRef,
+    /// The tenant of the lease's trigger: every key the caller names
+    /// (its own, a compensation's target, a query's) is looked up in this
+    /// tenant's namespace only.
+    pub tenant: &'a str,
     pub granted: &'a [String],
     pub retry: &'a RetryPolicy,
     pub stop: Option<&'a StopSignal>,
@@ -153,13 +157,14 @@ impl EffectGateway {
             &request.payload,
         );
         if let Some(original) = &request.compensates {
-            self.check_compensation(key, original).await?;
+            self.check_compensation(caller.tenant, key, original)
+                .await?;
         }
         let mut lookup = Lookup::start(live.breaker_state() == BreakerState::Closed);
         loop {
             let existing = if lookup.reads() {
                 self.store
-                    .effect_get(key)
+                    .effect_get(caller.tenant, key)
                     .await
                     .map_err(|e| self.store_error(caller, e))?
             } else {
@@ -232,15 +237,18 @@ impl EffectGateway {
     }
 
     /// Whether `key` may compensate `original` (see
-    /// [`protocol::compensation_target`]). Returns the original. Used by
-    /// `invoke` and by an operator's `paddock effects compensate`.
+    /// [`protocol::compensation_target`]), both names in `tenant`'s
+    /// namespace: another tenant's effect is not found, so it can never be
+    /// compensated from here. Returns the original. Used by `invoke` and by
+    /// an operator's `paddock effects compensate`.
     pub async fn check_compensation(
         &self,
+        tenant: &str,
         key: &str,
         original: &str,
     ) -> Result<EffectRecord, EffectError> {
         protocol::compensates_itself(key, original)?;
-        protocol::compensation_target(original, self.store.effect_get(original).await)
+        protocol::compensation_target(original, self.store.effect_get(tenant, original).await)
     }
 
     /// Ask the downstream by key about an unresolved record before anything
@@ -253,7 +261,7 @@ impl EffectGateway {
     ) -> Result<Option<Outcome>, EffectError> {
         let found = self
             .http
-            .query(live.endpoint(caller.response_cap), &rec.idempotency_key)
+            .query(live.endpoint(caller.response_cap), &rec.downstream_key)
             .await;
         match protocol::after_query(rec, found, protocol::send_budget(caller.retry)) {
             Queried::Recorded(outcome) => {
@@ -298,7 +306,12 @@ impl EffectGateway {
         self.count(counter::BUDGET_EXHAUSTED).await;
         let reply = protocol::budget_exhausted(key, spent, connector);
         let evidence = match &reply {
-            Reply::Ticketed(_) => self.store.effect_get(key).await.ok().flatten(),
+            Reply::Ticketed(_) => self
+                .store
+                .effect_get(caller.tenant, key)
+                .await
+                .ok()
+                .flatten(),
             Reply::Now(_) => None,
         };
         self.reply(caller, reply, evidence.as_ref()).await
@@ -315,7 +328,7 @@ impl EffectGateway {
         let live = self.connectors.granted(caller.granted, connector).await?;
         let rec = self
             .store
-            .effect_get(key)
+            .effect_get(caller.tenant, key)
             .await
             .map_err(|e| self.store_error(caller, e))?;
         let connector = Connector::of(&live.record);

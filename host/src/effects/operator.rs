@@ -6,7 +6,7 @@
 use super::EffectGateway;
 use super::gateway::RecoveryReport;
 use crate::model::plan::sha256_hex;
-use crate::store::{ControlStore, NewTrigger, Store, StoreError};
+use crate::store::{ControlStore, NewTrigger, ReadStore, Store, StoreError};
 
 /// An operator's compensation of a succeeded effect: a new trigger of
 /// `job` performs it through the original's connector, with its own key.
@@ -57,8 +57,14 @@ pub async fn compensate(
             "an operator's compensation needs a reason".into(),
         ));
     }
+    // Both keys are names in the compensating job's tenant: another
+    // tenant's effect is not found there, so it is never compensated.
+    let tenant = match store.job_get(&c.job).await? {
+        Some(job) => job.tenant,
+        None => return Err(OperatorError::Invalid(format!("no job '{}'", c.job))),
+    };
     let original = EffectGateway::new(store.clone())
-        .check_compensation(&c.key, &c.original)
+        .check_compensation(&tenant, &c.key, &c.original)
         .await
         .map_err(|e| OperatorError::Invalid(format!("cannot compensate '{}': {e}", c.original)))?;
     let params = serde_json::json!({

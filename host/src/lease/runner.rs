@@ -18,7 +18,7 @@ use crate::model::retry::{Budget, RetryPolicy, budget_attempt_no};
 use crate::model::shares::Watermark;
 use crate::model::{
     AttemptEnd, Claim, EndDecision, EndInputs, FencingToken, LeaseRef, PlanSpec, ReleaseReason,
-    ResourceGroup, RunReport, RunResult, StopReason, decide_end,
+    RunReport, RunResult, StopReason, decide_end,
 };
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
+mod groups;
 mod prepare;
 
 /// Runner settings. Every default is listed in [`RunnerConfig::default`].
@@ -142,7 +143,7 @@ struct Plan {
 /// A runner bound to one store and one sandbox.
 pub struct Runner {
     plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
-    groups: std::sync::Mutex<HashMap<String, (std::time::Instant, ResourceGroup)>>,
+    groups: std::sync::Mutex<HashMap<String, groups::Cached>>,
     /// One turn per component to fetch and compile it ([`Runner::prepared`]).
     compiling: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     store: Arc<dyn RunnerStore>,
@@ -638,28 +639,6 @@ impl Runner {
         }
     }
 
-    /// A resource group's limits, read at most once a second per group: an
-    /// admin's change applies to attempts that start after it, within 1 s.
-    async fn group(&self, name: &str) -> Result<ResourceGroup, String> {
-        const FRESH: Duration = Duration::from_secs(1);
-        if let Some((read, group)) = self.groups.lock().expect("group cache").get(name)
-            && read.elapsed() < FRESH
-        {
-            return Ok(group.clone());
-        }
-        let group = self
-            .store
-            .group_get(name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("resource group '{name}' is gone"))?;
-        self.groups
-            .lock()
-            .expect("group cache")
-            .insert(name.to_string(), (std::time::Instant::now(), group.clone()));
-        Ok(group)
-    }
-
     /// The claim's plan version, read once per process: versions are
     /// immutable, so the cache never goes stale.
     async fn plan(&self, claim: &Claim) -> Result<Arc<Plan>, String> {
@@ -695,7 +674,10 @@ impl Runner {
     ) -> Result<(RunReport, RetryPolicy), String> {
         let plan = self.plan(claim).await?;
         let spec = &plan.spec;
-        let group = self.group(&claim.resource_group).await?;
+        let group = match self.admitted_group(claim).await? {
+            Ok(group) => group,
+            Err(refusal) => return Ok((groups::refused(refusal), spec.retry.clone())),
+        };
         let prepared = self.prepared(&plan.component_digest).await?;
         let limits = GuestLimits::of_group(&group, &spec.capabilities);
         let invocation = Invocation {
@@ -713,6 +695,7 @@ impl Runner {
         let services: Arc<dyn AttemptServices> = Arc::new(super::services::RunnerServices {
             store: self.store.clone(),
             lease: lease.clone(),
+            tenant: claim.tenant.clone(),
             stop: stop.clone(),
             progress,
             // What the manifest asks for and the group grants, now (a

@@ -17,6 +17,8 @@ pub(super) struct RunnerServices {
     pub(super) park: Arc<ParkSlot>,
     pub(super) store: Arc<dyn RunnerStore>,
     pub(super) lease: LeaseRef,
+    /// The trigger's tenant: the namespace of every effect key it names.
+    pub(super) tenant: String,
     pub(super) stop: Arc<StopSignal>,
     pub(super) progress: Arc<AtomicI64>,
     pub(super) connectors: Vec<String>,
@@ -30,6 +32,7 @@ impl RunnerServices {
     fn caller(&self) -> Caller<'_> {
         Caller {
             lease: &self.lease,
+            tenant: &self.tenant,
             granted: &self.connectors,
             retry: &self.retry,
             stop: Some(&self.stop),

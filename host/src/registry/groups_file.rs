@@ -73,6 +73,9 @@ fn one() -> i64 {
 pub struct GroupsFile {
     pub groups: Vec<ResourceGroup>,
     pub tenants: Vec<TenantQuota>,
+    /// The tenants each group admits, for the groups that list them
+    /// (`tenants = [...]`); a group that lists none keeps what it admits.
+    pub admits: Vec<(String, Vec<String>)>,
 }
 
 /// One group as declared: a `[[group]]` table of a groups file, or the
@@ -93,6 +96,10 @@ pub struct GroupSpec {
     pub working_set: Option<String>,
     #[serde(default)]
     pub grants: Vec<String>,
+    /// The tenants the group admits (`*`: every tenant), replacing what it
+    /// admitted; left out, the group keeps its list
+    /// ([`crate::model::admission`]).
+    pub tenants: Option<Vec<String>>,
     pub aging: Option<String>,
     pub min_share: Option<i64>,
     pub recovery_share: Option<i64>,
@@ -145,6 +152,7 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
         return Err("groups file declares no [[group]] and no [[tenant]]".into());
     }
     let mut seen = std::collections::HashSet::new();
+    let mut admits = Vec::new();
     let groups = file
         .groups
         .into_iter()
@@ -153,6 +161,10 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
                 return Err(format!("group '{}' is declared twice", e.name));
             }
             let name = e.name.clone();
+            if let Some(tenants) = &e.tenants {
+                admitted(tenants).map_err(|problem| format!("group '{name}': {problem}"))?;
+                admits.push((name.clone(), tenants.clone()));
+            }
             group_of(e).map_err(|problem| format!("group '{name}': {problem}"))
         })
         .collect::<Result<_, _>>()?;
@@ -173,7 +185,19 @@ pub fn parse(text: &str) -> Result<GroupsFile, String> {
             })
         })
         .collect::<Result<_, _>>()?;
-    Ok(GroupsFile { groups, tenants })
+    Ok(GroupsFile {
+        groups,
+        tenants,
+        admits,
+    })
+}
+
+/// A group's `tenants` list, each entry checked; an error names the field.
+pub fn admitted(tenants: &[String]) -> Result<(), String> {
+    for tenant in tenants {
+        crate::model::admission::check_entry(tenant).map_err(|e| format!("tenants: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The group `e` declares, every value checked; an error names the field.

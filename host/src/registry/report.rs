@@ -144,3 +144,74 @@ pub async fn capabilities(store: &Store) -> StoreResult<Vec<ComponentReport>> {
     }
     Ok(reports)
 }
+
+/// What one tenant's jobs may be granted: every group that admits it, with
+/// the group's grants (`paddock audit capabilities --by tenant`).
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct TenantGrants {
+    pub tenant: String,
+    pub groups: Vec<TenantGroup>,
+}
+
+/// A group as one tenant may use it.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct TenantGroup {
+    pub group: String,
+    /// Admitted by name, or by the group's `*` (every tenant).
+    pub admitted: String,
+    /// Every grant, as the admin wrote it.
+    pub grants: Vec<String>,
+    /// Each granted connector's credential, as `header (fingerprint)`, or
+    /// `None` when it carries none.
+    pub credentials: BTreeMap<String, Option<String>>,
+}
+
+/// The grants each tenant's jobs may get, tenant by tenant: the tenants
+/// with jobs, quotas or a group that names them, and `*` for what any
+/// tenant may get.
+pub async fn tenant_grants(store: &Store) -> StoreResult<Vec<TenantGrants>> {
+    use crate::model::admission::{EVERY_TENANT, admits};
+    let secrets = store.connector_secrets().await?;
+    let mut admitted = Vec::new();
+    let mut tenants = std::collections::BTreeSet::from([EVERY_TENANT.to_string()]);
+    for group in store.groups_list().await? {
+        let names = store.group_tenants(&group.name).await?;
+        tenants.extend(names.iter().cloned());
+        admitted.push((group, names));
+    }
+    tenants.extend(store.jobs_list().await?.into_iter().map(|j| j.tenant));
+    tenants.extend(store.tenants_list().await?.into_iter().map(|t| t.tenant));
+    let report = tenants
+        .into_iter()
+        .map(|tenant| {
+            let groups = admitted
+                .iter()
+                .filter(|(_, names)| admits(names, &tenant))
+                .map(|(group, names)| {
+                    let granted = group.granted();
+                    TenantGroup {
+                        group: group.name.clone(),
+                        admitted: if names.contains(&tenant) {
+                            "by name".into()
+                        } else {
+                            "as every tenant (*)".into()
+                        },
+                        grants: group.grant_list(),
+                        credentials: granted
+                            .connectors
+                            .iter()
+                            .map(|c| {
+                                let secret = secrets.iter().find(|s| &s.connector == c);
+                                let shown =
+                                    secret.map(|s| format!("{} ({})", s.header, s.fingerprint));
+                                (c.clone(), shown)
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            TenantGrants { tenant, groups }
+        })
+        .collect();
+    Ok(report)
+}

@@ -25,9 +25,9 @@ pub(crate) use attempt_columns;
 /// The columns of an [`super::EffectRecord`].
 macro_rules! effect_columns {
     () => {
-        "id, idempotency_key, trigger_id, attempt_id, connector, action, params_digest, \
-         request_id, fencing_token, state, response, error, compensates, sends, last_status, \
-         resolved_by, created_at, updated_at"
+        "id, tenant, idempotency_key, downstream_key, trigger_id, attempt_id, connector, action, \
+         params_digest, request_id, fencing_token, state, response, error, compensates, sends, \
+         last_status, resolved_by, created_at, updated_at"
     };
 }
 pub(crate) use effect_columns;
@@ -44,7 +44,7 @@ pub(crate) use connector_columns;
 /// The columns of an [`super::ExceptionRecord`].
 macro_rules! exception_columns {
     () => {
-        "id, kind, subject, trigger_id, effect_key, evidence, allowed_actions, state, resolution, \
+        "id, kind, tenant, subject, trigger_id, effect_key, evidence, allowed_actions, state, resolution, \
          resolved_by, reason, before_digest, after_digest, created_at, resolved_at, \
          proposed_action, proposed_by, proposed_reason, proposed_at"
     };

@@ -102,6 +102,25 @@ impl ControlStore for Store {
     }
 
     /// Set a tenant's weight in fair shares, audited.
+    async fn group_tenant_set(
+        &self,
+        group: &str,
+        tenant: &str,
+        allow: bool,
+        actor: &str,
+    ) -> StoreResult<bool> {
+        self.set_group_tenant(group, tenant, allow, actor).await
+    }
+
+    async fn group_tenants_replace(
+        &self,
+        group: &str,
+        tenants: &[String],
+        actor: &str,
+    ) -> StoreResult<()> {
+        self.replace_group_tenants(group, tenants, actor).await
+    }
+
     async fn tenant_put(&self, tenant: &TenantQuota, actor: &str) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
         sqlx::query(self.sql(concat!(
@@ -197,8 +216,10 @@ impl ControlStore for Store {
                 .await?;
         if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
             let detail = serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant });
+            // The refusal names no other tenant: a team learns nothing of
+            // who holds the id (the audit entry keeps it for reviewers).
             let why = format!(
-                "job '{job_id}' belongs to tenant '{owner}', not '{}'",
+                "job id '{job_id}' is not available to tenant '{}'; choose another id",
                 spec.tenant
             );
             return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);

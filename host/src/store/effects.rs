@@ -29,15 +29,16 @@ impl EffectStore for Store {
     /// was recorded meanwhile; `LeaseLost` when the token is stale.
     async fn effect_intent(&self, lease: &LeaseRef, new: &NewEffect) -> StoreResult<EffectRecord> {
         let row: Option<EffectRecord> = sqlx::query_as(self.sql(concat!(
-            "INSERT INTO effects (idempotency_key, trigger_id, attempt_id, connector, action, \
-             params_digest, request_id, fencing_token, state, compensates, sends, created_at, updated_at) \
-             SELECT ?1, t.id, ?3, ?4, ?5, ?6, ?7, t.fencing_token, 'intent', ?8, 1, ",
+            "INSERT INTO effects (tenant, idempotency_key, downstream_key, trigger_id, attempt_id, \
+             connector, action, params_digest, request_id, fencing_token, state, compensates, sends, \
+             created_at, updated_at) \
+             SELECT t.tenant, ?1, ?10, t.id, ?3, ?4, ?5, ?6, ?7, t.fencing_token, 'intent', ?8, 1, ",
             now_ms!(),
             ", ",
             now_ms!(),
             " FROM triggers t WHERE ",
             lease_fence!("t", id = "?2", token = "?9"),
-            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING ",
+            " AND t.tenant = ?11 ON CONFLICT (tenant, idempotency_key) DO NOTHING RETURNING ",
             effect_columns!()
         )))
         .bind(&new.idempotency_key)
@@ -49,6 +50,8 @@ impl EffectStore for Store {
         .bind(&new.request_id)
         .bind(&new.compensates)
         .bind(lease.fencing_token.get())
+        .bind(&new.downstream_key)
+        .bind(&new.tenant)
         .fetch_optional(&self.pool)
         .await?;
         match row {
@@ -85,7 +88,8 @@ impl EffectStore for Store {
             ", unknown_at = CASE WHEN unknown_at IS NULL AND state = 'intent' THEN ",
             now_ms!(),
             " ELSE unknown_at END \
-             WHERE idempotency_key = ?5 AND params_digest = ?6 \
+             WHERE tenant = (SELECT tenant FROM triggers WHERE id = ?1) \
+               AND idempotency_key = ?5 AND params_digest = ?6 \
                AND state IN ('intent', 'unknown', 'retryable') AND fencing_token <= ?3 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?1", token = "?3"),
@@ -130,7 +134,8 @@ impl EffectStore for Store {
                THEN ",
             now_ms!(),
             " ELSE unknown_at END \
-             WHERE idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
+             WHERE tenant = (SELECT tenant FROM triggers WHERE id = ?7) \
+               AND idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
                AND fencing_token <= ?8 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?7", token = "?8"),
@@ -184,6 +189,7 @@ impl EffectStore for Store {
     /// whether it applied.
     async fn effect_recover(
         &self,
+        tenant: &str,
         key: &str,
         expected_token: i64,
         outcome: &EffectOutcome,
@@ -194,7 +200,8 @@ impl EffectStore for Store {
             now_ms!(),
             ", unknown_at = coalesce(unknown_at, ",
             now_ms!(),
-            ") WHERE idempotency_key = ?6 AND fencing_token = ?7 AND state IN ('intent', 'unknown') \
+            ") WHERE tenant = ?8 AND idempotency_key = ?6 AND fencing_token = ?7 \
+               AND state IN ('intent', 'unknown') \
                AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = effects.trigger_id \
                    AND t.state = ",
             trigger_state!(running),
@@ -209,6 +216,7 @@ impl EffectStore for Store {
         .bind(outcome.resolved_by)
         .bind(key)
         .bind(expected_token)
+        .bind(tenant)
         .execute(&self.pool)
         .await?
         .rows_affected()
@@ -222,10 +230,11 @@ impl EffectStore for Store {
         let evidence = canonical_json(&new.evidence);
         let allowed = serde_json::to_string(&new.allowed_actions).unwrap_or_default();
         let inserted = sqlx::query(self.sql(concat!(
-            "INSERT INTO exceptions (kind, subject, trigger_id, effect_key, evidence, \
-             allowed_actions, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ",
+            "INSERT INTO exceptions (kind, tenant, subject, trigger_id, effect_key, evidence, \
+             allowed_actions, state, created_at) \
+             SELECT ?1, (SELECT tenant FROM triggers WHERE id = ?3), ?2, ?3, ?4, ?5, ?6, 'open', ",
             now_ms!(),
-            ") ON CONFLICT DO NOTHING"
+            " WHERE true ON CONFLICT DO NOTHING"
         )))
         .bind(new.kind)
         .bind(&new.subject)
@@ -240,10 +249,12 @@ impl EffectStore for Store {
         let record: ExceptionRecord = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
-            " FROM exceptions WHERE kind = ? AND subject = ? AND state = 'open'"
+            " FROM exceptions WHERE kind = ?1 AND subject = ?2 AND state = 'open' \
+               AND coalesce(tenant, '') = coalesce((SELECT tenant FROM triggers WHERE id = ?3), '')"
         )))
         .bind(new.kind)
         .bind(&new.subject)
+        .bind(new.trigger_id)
         .fetch_one(&mut *tx)
         .await?;
         if inserted {

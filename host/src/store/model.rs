@@ -238,7 +238,15 @@ pub struct ConnectorRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct EffectRecord {
     pub id: i64,
+    /// The tenant of the trigger that wrote it: the key is a name in this
+    /// tenant's namespace, unique per (tenant, key).
+    pub tenant: String,
     pub idempotency_key: String,
+    /// What the host sends as `Idempotency-Key` and asks the downstream
+    /// by: the key qualified by its tenant
+    /// ([`crate::effects::classify::downstream_key`]), or the bare key for
+    /// effects recorded before keys were qualified.
+    pub downstream_key: String,
     pub trigger_id: i64,
     pub attempt_id: Option<i64>,
     pub connector: String,
@@ -261,7 +269,11 @@ pub struct EffectRecord {
 /// A new effect intent, written under a lease.
 #[derive(Debug, Clone)]
 pub struct NewEffect {
+    /// The tenant of the attempt's trigger; the intent's statement writes
+    /// nothing unless the fenced trigger row belongs to it.
+    pub tenant: String,
     pub idempotency_key: String,
+    pub downstream_key: String,
     pub connector: String,
     pub action: String,
     pub params_digest: String,
@@ -286,6 +298,9 @@ pub struct ExceptionRecord {
     pub id: i64,
     /// unknown_outcome | key_conflict | budget_exhausted | evidence_conflict
     pub kind: String,
+    /// The tenant of the trigger it is about (`None` only for tickets
+    /// opened before tickets carried one and about no trigger).
+    pub tenant: Option<String>,
     pub subject: String,
     pub trigger_id: Option<i64>,
     pub effect_key: Option<String>,

@@ -254,12 +254,13 @@ impl ReadStore for Store {
         .await?)
     }
 
-    async fn effect_get(&self, key: &str) -> StoreResult<Option<EffectRecord>> {
+    async fn effect_get(&self, tenant: &str, key: &str) -> StoreResult<Option<EffectRecord>> {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects WHERE idempotency_key = ?"
+            " FROM effects WHERE tenant = ? AND idempotency_key = ?"
         )))
+        .bind(tenant)
         .bind(key)
         .fetch_optional(&self.pool)
         .await?)
@@ -378,6 +379,10 @@ impl ReadStore for Store {
         window_ms: i64,
     ) -> StoreResult<crate::model::group::Observed> {
         self.observed_of_group(name, window_ms).await
+    }
+
+    async fn group_tenants(&self, group: &str) -> StoreResult<Vec<String>> {
+        self.tenants_of_group(group).await
     }
 
     async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>> {

@@ -144,7 +144,8 @@ macro_rules! cost_sql {
                AND (?3 IS NULL OR t.tenant = ?3) AND (?4 IS NULL OR t.resource_group = ?4) \
              UNION ALL SELECT ", $key, ", 0, 0, 0, 0, coalesce(length(t.result), 0), 0, 0, 0, 0, \
                CASE WHEN t.state = ", trigger_state!(succeeded), " AND NOT EXISTS (\
-                 SELECT 1 FROM effects o JOIN effects c ON c.compensates = o.idempotency_key \
+                 SELECT 1 FROM effects o JOIN effects c \
+                   ON c.tenant = o.tenant AND c.compensates = o.idempotency_key \
                  WHERE o.trigger_id = t.id) THEN 1 ELSE 0 END \
              FROM triggers t WHERE t.finished_at >= ?1 AND t.finished_at < ?2 \
                AND (?3 IS NULL OR t.tenant = ?3) AND (?4 IS NULL OR t.resource_group = ?4) \
@@ -196,7 +197,7 @@ const CONSERVATION: &str = concat!(
        (SELECT count(*) FROM triggers WHERE attempts > 0), \
        (SELECT count(DISTINCT trigger_id) FROM attempts) \
      UNION ALL SELECT 'effects_vs_idempotency_records', (SELECT count(*) FROM effects), \
-       (SELECT count(DISTINCT idempotency_key) FROM effects WHERE state IN \
+       (SELECT count(DISTINCT tenant || '/' || idempotency_key) FROM effects WHERE state IN \
           ('intent', 'succeeded', 'failed', 'unknown', 'retryable')) \
      UNION ALL SELECT 'open_leases_vs_running_attempts', \
        (SELECT count(*) FROM triggers WHERE state = ",

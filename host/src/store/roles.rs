@@ -47,6 +47,9 @@ pub trait ReadStore: Send + Sync {
     async fn counters(&self) -> StoreResult<Vec<(String, i64)>>;
     async fn group_get(&self, name: &str) -> StoreResult<Option<ResourceGroup>>;
     async fn groups_list(&self) -> StoreResult<Vec<ResourceGroup>>;
+    /// The tenants a group admits, `*` for every tenant
+    /// ([`crate::model::admission`]).
+    async fn group_tenants(&self, group: &str) -> StoreResult<Vec<String>>;
     /// What claims enforce for a group now, and how many of its triggers
     /// run; `None` if there is no such group.
     async fn group_load(&self, name: &str) -> StoreResult<Option<super::GroupLoad>>;
@@ -67,7 +70,9 @@ pub trait ReadStore: Send + Sync {
     async fn plan_versions(&self, job_id: &str) -> StoreResult<Vec<PlanVersionRecord>>;
     async fn connector_get(&self, name: &str) -> StoreResult<Option<ConnectorRecord>>;
     async fn connectors_list(&self) -> StoreResult<Vec<ConnectorRecord>>;
-    async fn effect_get(&self, key: &str) -> StoreResult<Option<EffectRecord>>;
+    /// The effect recorded under `key` in `tenant`'s namespace (keys are
+    /// names of their tenant: another tenant's equal key is another effect).
+    async fn effect_get(&self, tenant: &str, key: &str) -> StoreResult<Option<EffectRecord>>;
     async fn effects_for_trigger(&self, trigger_id: i64) -> StoreResult<Vec<EffectRecord>>;
     async fn effects_list(&self, limit: i64) -> StoreResult<Vec<EffectRecord>>;
     async fn exception_get(&self, id: i64) -> StoreResult<ExceptionRecord>;
@@ -320,6 +325,7 @@ pub trait EffectStore: ReadStore + Counters {
     /// whether it applied.
     async fn effect_recover(
         &self,
+        tenant: &str,
         key: &str,
         expected_token: i64,
         outcome: &EffectOutcome,
@@ -348,6 +354,24 @@ pub trait ControlStore: ReadStore + Counters {
         &self,
         group: &ResourceGroup,
         capacity: &crate::model::group::Capacity,
+        actor: &str,
+    ) -> StoreResult<()>;
+    /// Admit (`allow`) or stop admitting `tenant` (a name, or `*`) in
+    /// `group`, audited as `group.allow` / `group.disallow`. False when it
+    /// was already so.
+    async fn group_tenant_set(
+        &self,
+        group: &str,
+        tenant: &str,
+        allow: bool,
+        actor: &str,
+    ) -> StoreResult<bool>;
+    /// Replace the tenants a group admits (a groups file's `tenants`),
+    /// audited as `group.tenants` when it changed.
+    async fn group_tenants_replace(
+        &self,
+        group: &str,
+        tenants: &[String],
         actor: &str,
     ) -> StoreResult<()>;
     /// Store a checked component. Returns whether it was new (false: an
@@ -463,6 +487,9 @@ macro_rules! forward_reads {
             async fn counters(&self) -> $crate::store::StoreResult<Vec<(String, i64)>> {
                 $crate::store::ReadStore::counters(&self.$field).await
             }
+            async fn group_tenants(&self, group: &str) -> $crate::store::StoreResult<Vec<String>> {
+                $crate::store::ReadStore::group_tenants(&self.$field, group).await
+            }
             async fn group_get(
                 &self,
                 name: &str,
@@ -536,9 +563,10 @@ macro_rules! forward_reads {
             }
             async fn effect_get(
                 &self,
+                tenant: &str,
                 key: &str,
             ) -> $crate::store::StoreResult<Option<$crate::store::EffectRecord>> {
-                $crate::store::ReadStore::effect_get(&self.$field, key).await
+                $crate::store::ReadStore::effect_get(&self.$field, tenant, key).await
             }
             async fn effects_for_trigger(
                 &self,

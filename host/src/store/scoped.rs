@@ -32,6 +32,22 @@ macro_rules! component_visible {
     };
 }
 
+/// A component's columns as tenant `?1` sees them: who pushed it and when
+/// is its own tenant's push (`component_tenants`), never another tenant's
+/// token name; a component its tenant only uses was pushed by "another
+/// tenant". Every tenant's callers see the first push.
+macro_rules! component_columns_for {
+    () => {
+        "c.digest, c.size_bytes, c.manifest, \
+         CASE WHEN ?1 IS NULL THEN c.pushed_by ELSE coalesce((SELECT o.pushed_by \
+           FROM component_tenants o WHERE o.digest = c.digest AND o.tenant = ?1), \
+           'another tenant') END AS pushed_by, \
+         CASE WHEN ?1 IS NULL THEN c.pushed_at ELSE coalesce((SELECT o.pushed_at \
+           FROM component_tenants o WHERE o.digest = c.digest AND o.tenant = ?1), \
+           c.pushed_at) END AS pushed_at"
+    };
+}
+
 impl Store {
     /// Triggers newest first, with ids below `before`.
     pub async fn triggers_page_for(
@@ -112,7 +128,9 @@ impl Store {
     ) -> StoreResult<Vec<ComponentRecord>> {
         let (at, digest) = after.unwrap_or((i64::MIN, ""));
         Ok(sqlx::query_as(self.sql(concat!(
-            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            "SELECT ",
+            component_columns_for!(),
+            " FROM components c WHERE ",
             component_visible!(),
             " AND (pushed_at > ?2 OR (pushed_at = ?2 AND digest > ?3)) \
              ORDER BY pushed_at, digest LIMIT CAST(?4 AS INTEGER)"
@@ -132,7 +150,9 @@ impl Store {
         digest: &str,
     ) -> StoreResult<ComponentRecord> {
         sqlx::query_as(self.sql(concat!(
-            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            "SELECT ",
+            component_columns_for!(),
+            " FROM components c WHERE ",
             component_visible!(),
             " AND digest = ?2"
         )))
@@ -144,15 +164,22 @@ impl Store {
     }
 
     /// Record that `tenant` pushed the component `digest` (a team token's
-    /// push); pushing it again changes nothing.
-    pub async fn component_owner_add(&self, digest: &str, tenant: &str) -> StoreResult<()> {
+    /// push), by `actor`; pushing it again changes nothing.
+    pub async fn component_owner_add(
+        &self,
+        digest: &str,
+        tenant: &str,
+        actor: &str,
+    ) -> StoreResult<()> {
         let (mut tx, _turn) = self.begin_write().await?;
-        sqlx::query(self.sql(
-            "INSERT INTO component_tenants (digest, tenant) VALUES (?, ?) \
-             ON CONFLICT (digest, tenant) DO NOTHING",
-        ))
+        sqlx::query(self.sql(concat!(
+            "INSERT INTO component_tenants (digest, tenant, pushed_by, pushed_at) VALUES (?, ?, ?, ",
+            super::dialect::now_ms!(),
+            ") ON CONFLICT (digest, tenant) DO NOTHING"
+        )))
         .bind(digest)
         .bind(tenant)
+        .bind(actor)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -170,8 +197,7 @@ impl Store {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects WHERE (?1 IS NULL OR trigger_id IN \
-             (SELECT id FROM triggers WHERE tenant = ?1)) AND id < ?2 \
+            " FROM effects WHERE (?1 IS NULL OR tenant = ?1) AND id < ?2 \
              ORDER BY id DESC LIMIT CAST(?3 AS INTEGER)"
         )))
         .bind(bound(scope))
@@ -194,8 +220,7 @@ impl Store {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
-            " FROM exceptions WHERE (?1 IS NULL OR trigger_id IN \
-             (SELECT id FROM triggers WHERE tenant = ?1)) AND (?2 IS NULL OR state = ?2) \
+            " FROM exceptions WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR state = ?2) \
              AND id < ?3 ORDER BY id DESC LIMIT CAST(?4 AS INTEGER)"
         )))
         .bind(bound(scope))
@@ -215,8 +240,7 @@ impl Store {
         sqlx::query_as(self.sql(concat!(
             "SELECT ",
             exception_columns!(),
-            " FROM exceptions WHERE id = ?1 AND (?2 IS NULL OR trigger_id IN \
-             (SELECT id FROM triggers WHERE tenant = ?2))"
+            " FROM exceptions WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)"
         )))
         .bind(id)
         .bind(bound(scope))
@@ -225,24 +249,41 @@ impl Store {
         .ok_or_else(|| StoreError::NotFound(format!("exception {id}")))
     }
 
-    /// One effect by its idempotency key, if the scope admits its
-    /// trigger's tenant.
+    /// One effect by its idempotency key in `tenant`'s namespace, if the
+    /// scope admits that tenant. A team's scope names its tenant itself
+    /// (`tenant`, if given, must be the same); a caller of every tenant may
+    /// leave it out while only one tenant has the key, and is asked to name
+    /// one when several do.
     pub async fn effect_get_for(
         &self,
         scope: &TenantScope,
+        tenant: Option<&str>,
         key: &str,
     ) -> StoreResult<EffectRecord> {
-        sqlx::query_as(self.sql(concat!(
+        let not_found = || StoreError::NotFound(format!("effect '{key}'"));
+        let tenant = match (bound(scope), tenant) {
+            (Some(own), Some(asked)) if own != asked => return Err(not_found()),
+            (Some(own), _) => Some(own),
+            (None, asked) => asked.map(str::to_string),
+        };
+        let mut found: Vec<EffectRecord> = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects WHERE idempotency_key = ?1 AND (?2 IS NULL OR trigger_id IN \
-             (SELECT id FROM triggers WHERE tenant = ?2))"
+            " FROM effects WHERE idempotency_key = ?1 AND (?2 IS NULL OR tenant = ?2) \
+             ORDER BY tenant LIMIT 2"
         )))
         .bind(key)
-        .bind(bound(scope))
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("effect '{key}'")))
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        match found.len() {
+            0 => Err(not_found()),
+            1 => Ok(found.remove(0)),
+            _ => Err(StoreError::Conflict(format!(
+                "effect key '{key}' is recorded in more than one tenant: name the tenant \
+                 (`--tenant T`, or `?tenant=T` in the API)"
+            ))),
+        }
     }
 
     /// The components the scope may see whose digest starts with `prefix`
@@ -254,7 +295,9 @@ impl Store {
         limit: i64,
     ) -> StoreResult<Vec<ComponentRecord>> {
         Ok(sqlx::query_as(self.sql(concat!(
-            "SELECT digest, size_bytes, manifest, pushed_by, pushed_at FROM components c WHERE ",
+            "SELECT ",
+            component_columns_for!(),
+            " FROM components c WHERE ",
             component_visible!(),
             " AND substr(digest, 1, length(?2)) = ?2 ORDER BY digest LIMIT CAST(?3 AS INTEGER)"
         )))

@@ -187,11 +187,11 @@ impl Store {
         decided: Decided<'_>,
     ) -> StoreResult<()> {
         let id = ticket.id;
-        let before = self.effect_in(tx, ticket.effect_key.as_deref()).await?;
+        let before = self.effect_in(tx, ticket).await?;
         if let Some(key) = &ticket.effect_key {
             self.apply_ticket_action(tx, id, key, action).await?;
         }
-        let after = self.effect_in(tx, ticket.effect_key.as_deref()).await?;
+        let after = self.effect_in(tx, ticket).await?;
         let (before_digest, after_digest) = (row_digest(&before), row_digest(&after));
         sqlx::query(self.sql(concat!(
             "UPDATE exceptions SET state = 'resolved', resolution = ?, resolved_by = ?, reason = ?, \
@@ -237,20 +237,20 @@ impl Store {
         let by = format!("ticket:{id}");
         let sql = match action {
             "mark_succeeded" => Some(concat!(
-                "UPDATE effects SET state = 'succeeded', resolved_by = ?, updated_at = ",
+                "UPDATE effects SET state = 'succeeded', resolved_by = ?1, updated_at = ",
                 now_ms!(),
-                " WHERE idempotency_key = ?"
+                " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),
             "mark_failed" => Some(concat!(
-                "UPDATE effects SET state = 'failed', resolved_by = ?, updated_at = ",
+                "UPDATE effects SET state = 'failed', resolved_by = ?1, updated_at = ",
                 now_ms!(),
-                " WHERE idempotency_key = ?"
+                " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),
             // A fresh send budget; the same key keeps the downstream idempotent.
             "resend" => Some(concat!(
-                "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?, updated_at = ",
+                "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?1, updated_at = ",
                 now_ms!(),
-                " WHERE idempotency_key = ?"
+                " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),
             _ => None,
         };
@@ -258,19 +258,28 @@ impl Store {
             sqlx::query(self.sql(sql))
                 .bind(&by)
                 .bind(key)
+                .bind(id)
                 .execute(&mut **tx)
                 .await?;
         }
         Ok(())
     }
 
-    async fn effect_in(&self, tx: &mut Tx, key: Option<&str>) -> StoreResult<Option<EffectRecord>> {
-        let Some(key) = key else { return Ok(None) };
+    /// The ticket's effect: its key in the ticket's tenant.
+    async fn effect_in(
+        &self,
+        tx: &mut Tx,
+        ticket: &ExceptionRecord,
+    ) -> StoreResult<Option<EffectRecord>> {
+        let (Some(key), Some(tenant)) = (&ticket.effect_key, &ticket.tenant) else {
+            return Ok(None);
+        };
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects WHERE idempotency_key = ?"
+            " FROM effects WHERE tenant = ? AND idempotency_key = ?"
         )))
+        .bind(tenant)
         .bind(key)
         .fetch_optional(&mut **tx)
         .await?)

@@ -60,7 +60,7 @@ impl EffectGateway {
                         .http
                         .query(
                             live.endpoint(crate::effects::http::MAX_BODY),
-                            &rec.idempotency_key,
+                            &rec.downstream_key,
                         )
                         .await;
                     protocol::recovery_found(&rec, found)
@@ -100,7 +100,7 @@ impl EffectGateway {
             }
         };
         self.store
-            .effect_recover(key, rec.fencing_token, outcome)
+            .effect_recover(&rec.tenant, key, rec.fencing_token, outcome)
             .await?;
         Ok(())
     }

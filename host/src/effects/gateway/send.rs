@@ -115,6 +115,8 @@ impl EffectGateway {
                 .await
         } else {
             let new = NewEffect {
+                tenant: caller.tenant.to_string(),
+                downstream_key: classify::downstream_key(caller.tenant, key),
                 idempotency_key: key.clone(),
                 connector: request.connector.clone(),
                 action: request.action.clone(),
@@ -124,8 +126,8 @@ impl EffectGateway {
             };
             self.store.effect_intent(caller.lease, &new).await
         };
-        let sends = match intent {
-            Ok(rec) => rec.sends,
+        let (sends, sent_key) = match intent {
+            Ok(rec) => (rec.sends, rec.downstream_key),
             Err(e) => {
                 // Nothing is sent, so the probe decides nothing.
                 if probe {
@@ -142,7 +144,7 @@ impl EffectGateway {
             .send(
                 live.endpoint(caller.response_cap),
                 &request.action,
-                key,
+                &sent_key,
                 caller.lease.fencing_token.get(),
                 &request_id,
                 &request.payload,

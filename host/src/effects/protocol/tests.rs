@@ -9,7 +9,9 @@ const KEY: &str = "order-17/reserve/v1";
 fn recorded(state: &str, digest: &str, sends: i64) -> EffectRecord {
     EffectRecord {
         id: 1,
+        tenant: "t1".into(),
         idempotency_key: KEY.into(),
+        downstream_key: format!("t1/{KEY}"),
         trigger_id: 7,
         attempt_id: Some(3),
         connector: "ledger".into(),

@@ -38,11 +38,15 @@ pub enum AuditCmd {
         since: String,
     },
     /// For a security reviewer: every component, its imports judged
-    /// against each group that runs it, its jobs, the connectors it reaches.
+    /// against each group that runs it, its jobs, the connectors it reaches
+    /// (`--by tenant`: each tenant's groups and what they grant it).
     Capabilities {
         /// text or json.
         #[arg(long, default_value = "text")]
         format: String,
+        /// component or tenant.
+        #[arg(long, default_value = "component")]
+        by: String,
     },
 }
 
@@ -64,7 +68,7 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
                 return Ok(export_broken(&e.to_string()));
             }
         }
-        AuditCmd::Capabilities { format } => review::capabilities(host, &format).await?,
+        AuditCmd::Capabilities { format, by } => review::capabilities(host, &format, &by).await?,
         AuditCmd::List => audit_lines(&host.store.audit_list().await?),
     }
     Ok(ExitCode::SUCCESS)

@@ -119,6 +119,11 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
             actor,
         )
         .await?;
+    // The example jobs' tenant may run in the group (groups admit no
+    // tenant until an admin says so).
+    host.registry
+        .group_tenants("tight", &["demo".into()], &[], actor)
+        .await?;
     println!("== resource groups");
     print::groups(&host.store.groups_list().await?);
 

@@ -367,9 +367,9 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
         }
         ExceptionsCmd::Show { id } => {
             let t = host.store.exception_get(id).await?;
-            let effect = match &t.effect_key {
-                Some(key) => host.store.effect_get(key).await?,
-                None => None,
+            let effect = match (&t.tenant, &t.effect_key) {
+                (Some(tenant), Some(key)) => host.store.effect_get(tenant, key).await?,
+                _ => None,
             };
             print_ticket(&t, effect)?;
         }

@@ -99,6 +99,21 @@ pub enum GroupCmd {
         #[arg(required = true)]
         grants: Vec<String>,
     },
+    /// Admit tenants to a group (audited): only the tenants a group admits
+    /// may apply jobs into it and run there ('*' admits every tenant).
+    Allow {
+        name: String,
+        /// A tenant to admit (repeatable).
+        #[arg(long = "tenant", required = true)]
+        tenants: Vec<String>,
+    },
+    /// Stop admitting tenants (audited): their jobs' next attempts in the
+    /// group fail, saying why, before any guest code runs.
+    Disallow {
+        name: String,
+        #[arg(long = "tenant", required = true)]
+        tenants: Vec<String>,
+    },
     /// List resource groups.
     List,
     /// Show a group: each input of its effective concurrency, the result,
@@ -274,6 +289,20 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
         }
         GroupCmd::Grant { name, grants } => grant(host, &name, &grants, &[], actor).await?,
         GroupCmd::Revoke { name, grants } => grant(host, &name, &[], &grants, actor).await?,
+        GroupCmd::Allow { name, tenants } => {
+            let now = host
+                .registry
+                .group_tenants(&name, &tenants, &[], actor)
+                .await?;
+            print_tenants_of(&name, &now);
+        }
+        GroupCmd::Disallow { name, tenants } => {
+            let now = host
+                .registry
+                .group_tenants(&name, &[], &tenants, actor)
+                .await?;
+            print_tenants_of(&name, &now);
+        }
         GroupCmd::Apply { file } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read '{}'", file.display()))?;
@@ -293,6 +322,15 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
         GroupCmd::List => print::groups(&host.store.groups_list().await?),
     }
     Ok(())
+}
+
+/// The tenants a group admits now, after `group allow` / `disallow`.
+pub fn print_tenants_of(group: &str, tenants: &[String]) {
+    if tenants.is_empty() {
+        println!("group {group} admits no tenant (`paddock group allow {group} --tenant T`)");
+    } else {
+        println!("group {group} admits: {}", tenants.join(", "));
+    }
 }
 
 /// `paddock tenant ...`

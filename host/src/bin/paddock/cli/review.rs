@@ -7,13 +7,59 @@ use super::Host;
 use anyhow::Context;
 use paddock::model::CapabilityManifest;
 use paddock::model::review::{ManifestDiff, diff as manifest_diff};
-use paddock::registry::report::{self, ComponentReport};
+use paddock::registry::report::{self, ComponentReport, TenantGrants};
 use paddock::store::prelude::*;
 
-/// `paddock audit capabilities [--format text|json]`
-pub async fn capabilities(host: &Host, format: &str) -> anyhow::Result<()> {
+/// `paddock audit capabilities [--format text|json] [--by component|tenant]`
+pub async fn capabilities(host: &Host, format: &str, by: &str) -> anyhow::Result<()> {
     format_ok(format)?;
-    print_capabilities(&report::capabilities(&host.store).await?, format)
+    if by_tenant(by)? {
+        print_tenant_grants(&report::tenant_grants(&host.store).await?, format)
+    } else {
+        print_capabilities(&report::capabilities(&host.store).await?, format)
+    }
+}
+
+/// `--by`: true for `tenant`, false for `component`.
+pub fn by_tenant(by: &str) -> anyhow::Result<bool> {
+    match by {
+        "tenant" => Ok(true),
+        "component" => Ok(false),
+        other => anyhow::bail!("--by must be component or tenant, not '{other}'"),
+    }
+}
+
+/// What each tenant's jobs may be granted, group by group.
+pub fn print_tenant_grants(reports: &[TenantGrants], format: &str) -> anyhow::Result<()> {
+    if format == "json" {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+        return Ok(());
+    }
+    for t in reports {
+        let who = if t.tenant == "*" {
+            "every tenant (*)".to_string()
+        } else {
+            format!("tenant {}", t.tenant)
+        };
+        if t.groups.is_empty() {
+            println!("{who}: admitted to no group (its jobs cannot be applied)");
+            continue;
+        }
+        println!("{who}:");
+        for g in &t.groups {
+            let grants = if g.grants.is_empty() {
+                "no grants".to_string()
+            } else {
+                g.grants.join(", ")
+            };
+            println!("  group {} (admitted {}): {grants}", g.group, g.admitted);
+            for (connector, credential) in &g.credentials {
+                let shown = credential.as_deref().unwrap_or("no credential");
+                println!("    connector {connector}: {shown}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--format`: text or json.

@@ -128,6 +128,8 @@ pub async fn group(client: &Client, cmd: GroupCmd) -> anyhow::Result<()> {
         }
         GroupCmd::Grant { name, grants } => grant(client, &name, grants, vec![]).await?,
         GroupCmd::Revoke { name, grants } => grant(client, &name, vec![], grants).await?,
+        GroupCmd::Allow { name, tenants } => admit(client, &name, tenants, vec![]).await?,
+        GroupCmd::Disallow { name, tenants } => admit(client, &name, vec![], tenants).await?,
         GroupCmd::List => {
             let groups: Vec<ResourceGroup> = client.send(client.get("/v1/groups")).await?;
             print::groups(&groups);
@@ -157,6 +159,29 @@ async fn grant(
         )
         .await?;
     print_grants(name, &now.grants);
+    Ok(())
+}
+
+/// `group allow` / `group disallow` over the API.
+async fn admit(
+    client: &Client,
+    name: &str,
+    allow: Vec<String>,
+    disallow: Vec<String>,
+) -> anyhow::Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Admitted {
+        tenants: Vec<String>,
+    }
+    let path = format!("/v1/groups/{}/tenants", segment(name));
+    let now: Admitted = client
+        .send(
+            client
+                .post(&path)
+                .json(&serde_json::json!({ "allow": allow, "disallow": disallow })),
+        )
+        .await?;
+    crate::cli::groups::print_tenants_of(name, &now.tenants);
     Ok(())
 }
 

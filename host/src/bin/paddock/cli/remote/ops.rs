@@ -66,10 +66,17 @@ pub async fn audit(client: &Client, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
                 return Ok(export_broken(broken));
             }
         }
-        AuditCmd::Capabilities { format } => {
+        AuditCmd::Capabilities { format, by } => {
             review_format_ok(&format)?;
-            let reports: Vec<ComponentReport> = client.send(client.get("/v1/capabilities")).await?;
-            print_capabilities(&reports, &format)?;
+            if crate::cli::review::by_tenant(&by)? {
+                let reports: Vec<paddock::registry::report::TenantGrants> =
+                    client.send(client.get("/v1/capabilities/tenants")).await?;
+                crate::cli::review::print_tenant_grants(&reports, &format)?;
+            } else {
+                let reports: Vec<ComponentReport> =
+                    client.send(client.get("/v1/capabilities")).await?;
+                print_capabilities(&reports, &format)?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -308,12 +315,16 @@ pub async fn exceptions(client: &Client, cmd: ExceptionsCmd) -> anyhow::Result<(
             let t: ExceptionRecord = client
                 .send(client.get(&format!("/v1/tickets/{id}")))
                 .await?;
-            let effect = match &t.effect_key {
-                Some(key) => client
-                    .send::<EffectRecord>(client.get(&format!("/v1/effects/{}", segment(key))))
+            let effect = match (&t.tenant, &t.effect_key) {
+                (Some(tenant), Some(key)) => client
+                    .send::<EffectRecord>(client.get(&format!(
+                        "/v1/effects/{}?tenant={}",
+                        segment(key),
+                        segment(tenant)
+                    )))
                     .await
                     .ok(),
-                None => None,
+                _ => None,
             };
             print_ticket(&t, effect)?;
         }
