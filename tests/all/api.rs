@@ -313,6 +313,7 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("POST", "/v1/groups", "..A."),
     ("PUT", "/v1/groups/{name}", "..A."),
     ("POST", "/v1/groups/{name}/grants", "..A."),
+    ("POST", "/v1/groups/{name}/tenants", "..A."),
     ("GET", "/v1/tenants", "TOAR"),
     ("PUT", "/v1/tenants/{tenant}", "..A."),
     ("GET", "/v1/connectors", "TOAR"),
@@ -327,6 +328,7 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ("GET", "/v1/audit/verify", ".OAR"),
     ("GET", "/v1/audit/export", ".OAR"),
     ("GET", "/v1/capabilities", ".OAR"),
+    ("GET", "/v1/capabilities/tenants", ".OAR"),
 ];
 
 const ROLES: [(char, &str); 4] = [
@@ -680,6 +682,20 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
             Send::Nothing,
             Denied,
         ),
+        (
+            "GET",
+            "/v1/capabilities/tenants",
+            "/v1/capabilities/tenants".into(),
+            Send::Nothing,
+            Denied,
+        ),
+        (
+            "POST",
+            "/v1/groups/{name}/tenants",
+            "/v1/groups/default/tenants".into(),
+            Send::Json(json!({ "disallow": ["globex"] })),
+            Denied,
+        ),
     ];
     walk.extend([
         (
@@ -883,7 +899,7 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
         (
             "GET",
             "/v1/effects/{key}",
-            format!("/v1/effects/{}", g.effect),
+            format!("/v1/effects/{}?tenant=globex", g.effect),
             Send::Nothing,
             Hidden,
         ),

@@ -92,7 +92,7 @@ async fn python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints(d
         params["steps"] = json!(2);
         let t = host.trigger(&job, params).await;
         ledger
-            .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+            .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(&key)}}))
             .await;
         let first = host
             .runner("A", Duration::from_secs(60))
@@ -152,6 +152,10 @@ async fn wasi_is_denied_by_default_and_each_grant_gives_exactly_its_capability(d
     let port: u16 = ledger.url.rsplit(':').next().unwrap().parse().unwrap();
     host.registry
         .group_put(bare_group("probe"), "admin")
+        .await
+        .unwrap();
+    host.registry
+        .group_tenants("probe", &[crate::TENANT.into()], &[], "admin")
         .await
         .unwrap();
     let needs = "resource_group = \"probe\"\n\
@@ -298,6 +302,10 @@ async fn a_connector_is_granted_by_an_admin_never_by_the_manifest(db: Db) {
     let (host, ledger) = crate::ledger::host_with_ledger(db, Duration::from_secs(5)).await;
     host.registry
         .group_put(bare_group("pay"), "admin")
+        .await
+        .unwrap();
+    host.registry
+        .group_tenants("pay", &[crate::TENANT.into()], &[], "admin")
         .await
         .unwrap();
     let manifest = format!(

@@ -649,7 +649,7 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
     let key = "drain-pay/reserve/v1";
     ledger.hold(key, 1).await;
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-D", "reserve", key, 5))

@@ -75,7 +75,7 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
     assert_eq!(inserted, 1);
     // The first claimer's response is lost after the downstream commits.
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     let a = host
         .store
@@ -447,7 +447,7 @@ async fn unknowns_at_drain_are_resolved_by_key_after_restart_without_duplicates(
         } else {
             ledger
                 .fault(json!({"drop_response_after_commit": 1,
-                              "scope": {"idempotency_key": key(i)}}))
+                              "scope": {"idempotency_key": crate::sent_key(&key(i))}}))
                 .await;
         }
         host.trigger(
@@ -813,7 +813,9 @@ async fn a_downstream_record_for_another_operation_under_our_key_becomes_an_evid
     assert_eq!(s[0].error_class.as_deref(), Some("unknown"));
     // Another client uses the same key for another resource.
     assert_eq!(
-        ledger.post_effect("RES-OTHER", "reserve", key, 5).await,
+        ledger
+            .post_effect("RES-OTHER", "reserve", &crate::sent_key(key), 5)
+            .await,
         200
     );
 
@@ -856,7 +858,7 @@ async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_att
     .await;
     let key = "order-3/reserve/v1";
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     host.trigger("pay", effect("ledger", "RES-3", "reserve", key, 5))
         .await;

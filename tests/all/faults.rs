@@ -69,6 +69,7 @@ fn result(t: &paddock::store::TriggerRecord) -> Value {
 
 /// Requests parked at the ledger's hold for `key`.
 async fn held(ledger: &Ledger, key: &str) -> u64 {
+    let key = crate::sent_key(key);
     let holds: Value = reqwest::get(format!("{}/admin/holds", ledger.url))
         .await
         .unwrap()

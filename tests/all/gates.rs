@@ -298,7 +298,7 @@ async fn pause_round(
             Duration::from_secs(60),
             &format!("trigger {id} at its gate ({scope} round)"),
             || diagnosis(procs),
-            || async { (ledger.waiting(&key).await >= 1).then_some(()) },
+            || async { (ledger.waiting_sent(&key).await >= 1).then_some(()) },
         )
         .await;
     }

@@ -60,6 +60,7 @@ async fn each_hostile_guest_ends_with_its_class_within_the_caps_while_a_victim_r
              component = \"{}\"\n[retry]\nmax_attempts = 3\nbackoff = \"10ms\"\n",
             guest(name).display()
         );
+        host.grant_connectors(&manifest).await;
         host.registry
             .job_apply(&manifest, Path::new("."), "team")
             .await

@@ -368,7 +368,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
             _ => ("blind", 5),
         };
         ledger
-            .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+            .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(&key)}}))
             .await;
         let t = host
             .trigger(

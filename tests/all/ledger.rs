@@ -14,8 +14,9 @@ use std::time::Duration;
 pub struct Ledger {
     pub url: String,
     client: reqwest::Client,
-    /// The gates named by [`Ledger::held_trigger`], by trigger id.
-    gate_names: Mutex<HashMap<i64, String>>,
+    /// The gates named by [`Ledger::held_trigger`], by trigger id, with
+    /// the key each is sent under (its tenant's).
+    gate_names: Mutex<HashMap<i64, (String, String)>>,
     next_gate: AtomicU64,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -158,13 +159,21 @@ impl Ledger {
     }
 
     pub async fn release(&self, key: &str) {
-        self.post("/admin/release", json!({"hold_key": crate::sent_key(key)}))
-            .await;
+        self.release_sent(&crate::sent_key(key)).await;
+    }
+
+    /// Release the hold on a key as the ledger sees it.
+    pub async fn release_sent(&self, sent: &str) {
+        self.post("/admin/release", json!({"hold_key": sent})).await;
     }
 
     /// Requests parked at the hold for `key` right now.
     pub async fn waiting(&self, key: &str) -> u64 {
-        let key = crate::sent_key(key);
+        self.waiting_sent(&crate::sent_key(key)).await
+    }
+
+    /// Requests parked at the hold for a key as the ledger sees it.
+    pub async fn waiting_sent(&self, key: &str) -> u64 {
         let (_, holds) = self.get("/admin/holds").await;
         holds["holds"]
             .as_array()
@@ -192,7 +201,7 @@ impl Ledger {
     pub async fn hold_gate(&self, trigger: i64, attempt: u32) {
         self.post(
             "/admin/hold",
-            json!({"hold_key": crate::sent_key(&self.gate_key(trigger, attempt))}),
+            json!({"hold_key": self.gate_key(trigger, attempt)}),
         )
         .await;
     }
@@ -203,30 +212,41 @@ impl Ledger {
     /// soon as it is created, and would pass a gate held only after.
     pub async fn held_trigger(&self, host: &crate::TestHost, job: &str, mut params: Value) -> i64 {
         let name = format!("held-{}", self.next_gate.fetch_add(1, Ordering::Relaxed));
-        let gate = crate::sent_key(&format!("gate/{name}/1"));
+        let tenant = host.store.job_get(job).await.unwrap().unwrap().tenant;
+        let gate = paddock::effects::classify::downstream_key(&tenant, &format!("gate/{name}/1"));
         self.post("/admin/hold", json!({"hold_key": gate})).await;
         params["gate_name"] = json!(name);
         let id = host.trigger(job, params).await.id;
-        self.gate_names.lock().unwrap().insert(id, name);
+        self.gate_names.lock().unwrap().insert(id, (name, tenant));
         id
     }
 
     /// Let the attempt held by [`Ledger::hold_gate`] go on.
     pub async fn open_gate(&self, trigger: i64, attempt: u32) {
-        self.release(&self.gate_key(trigger, attempt)).await;
+        self.release_sent(&self.gate_key(trigger, attempt)).await;
     }
 
     /// Wait until that attempt is waiting at its gate.
     pub async fn at_gate(&self, trigger: i64, attempt: u32) {
-        self.wait_held(&self.gate_key(trigger, attempt), 1).await;
+        let key = self.gate_key(trigger, attempt);
+        crate::procs::eventually(
+            Duration::from_secs(60),
+            &format!("a request parked at the hold for {key}"),
+            || async { (self.waiting_sent(&key).await >= 1).then_some(()) },
+        )
+        .await;
     }
 
-    /// The idempotency key of the `gated` guest's gate for one attempt:
-    /// named by its trigger's id, or by [`Ledger::held_trigger`].
+    /// The key the ledger sees for the `gated` guest's gate of one attempt:
+    /// named by its trigger's id (a job of [`crate::TENANT`]), or by
+    /// [`Ledger::held_trigger`] (of the job's tenant).
     pub fn gate_key(&self, trigger: i64, attempt: u32) -> String {
         match self.gate_names.lock().unwrap().get(&trigger) {
-            Some(name) => format!("gate/{name}/{attempt}"),
-            None => format!("gate/{trigger}/{attempt}"),
+            Some((name, tenant)) => paddock::effects::classify::downstream_key(
+                tenant,
+                &format!("gate/{name}/{attempt}"),
+            ),
+            None => crate::sent_key(&format!("gate/{trigger}/{attempt}")),
         }
     }
 }

@@ -514,7 +514,7 @@ async fn unknown_outcome_and_open_breaker(host: &TestHost, ledger: &Ledger, addr
 
     ledger
         .fault(json!({"error_rate": 1.0, "error_status": 503, "seed": 3,
-                      "scope": {"idempotency_key": "flaky/1"}}))
+                      "scope": {"idempotency_key": crate::sent_key("flaky/1")}}))
         .await;
     run(
         host,

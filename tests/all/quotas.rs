@@ -434,7 +434,7 @@ pub(crate) mod postgres {
     pub(crate) async fn parked(ledger: &crate::ledger::Ledger, ids: &[i64]) -> Vec<i64> {
         let mut at = Vec::new();
         for id in ids {
-            if ledger.waiting(&ledger.gate_key(*id, 1)).await > 0 {
+            if ledger.waiting_sent(&ledger.gate_key(*id, 1)).await > 0 {
                 at.push(*id);
             }
         }
@@ -496,6 +496,7 @@ pub(crate) async fn tenant_job(host: &TestHost, id: &str, tenant: &str, group: &
         "id = \"{id}\"\ntenant = \"{tenant}\"\nresource_group = \"{group}\"\ncomponent = \"{}\"\n",
         crate::guest("noop").display()
     );
+    host.grant_connectors(&toml).await;
     host.registry
         .job_apply(&toml, std::path::Path::new("."), "test")
         .await

@@ -304,6 +304,7 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
         "id = \"other\"\ntenant = \"t2\"\ncomponent = \"{}\"\nresource_group = \"orders\"\n",
         guest("noop").display()
     );
+    host.grant_connectors(&toml).await;
     host.registry
         .job_apply(&toml, std::path::Path::new("."), "test")
         .await

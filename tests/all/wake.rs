@@ -188,7 +188,7 @@ mod postgres {
             "woken by the notification, not the 60 s poll ({took:?})"
         );
         assert_eq!(
-            ledger.waiting(&ledger.gate_key(held.id, 1)).await,
+            ledger.waiting_sent(&ledger.gate_key(held.id, 1)).await,
             1,
             "the first trigger never ended, so no finished attempt woke the runner"
         );

@@ -243,9 +243,9 @@ pub struct EffectRecord {
     pub tenant: String,
     pub idempotency_key: String,
     /// What the host sends as `Idempotency-Key` and asks the downstream
-    /// by: the key qualified by its tenant
-    /// ([`crate::effects::classify::downstream_key`]), or the bare key for
-    /// effects recorded before keys were qualified.
+    /// by: the key qualified by its tenant (`tenant/key`, the effect
+    /// plane's rule), or the bare key for effects recorded before keys were
+    /// qualified.
     pub downstream_key: String,
     pub trigger_id: i64,
     pub attempt_id: Option<i64>,

@@ -34,37 +34,45 @@ impl Runner {
                 .filter(|c| c.read.elapsed() < FRESH)
                 .map(|c| (c.group.clone(), c.tenants.clone()))
         };
+        // A refusal is never taken from the cache: a tenant an admin has
+        // just admitted runs at once; only a binding taken back may still
+        // admit for up to [`FRESH`].
         let (group, tenants) = match cached {
-            Some(found) => found,
-            None => {
-                let group = self
-                    .store
-                    .group_get(name)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("resource group '{name}' is gone"))?;
-                let tenants = self
-                    .store
-                    .group_tenants(name)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let cached = Cached {
-                    read: Instant::now(),
-                    group: group.clone(),
-                    tenants: tenants.clone(),
-                };
-                self.groups
-                    .lock()
-                    .expect("group cache")
-                    .insert(name.clone(), cached);
+            Some((group, tenants)) if admission::admits(&tenants, &claim.tenant) => {
                 (group, tenants)
             }
+            _ => self.read_group(name).await?,
         };
         if admission::admits(&tenants, &claim.tenant) {
             Ok(Ok(group))
         } else {
             Ok(Err(admission::refusal(name, &claim.tenant)))
         }
+    }
+
+    /// Read a group and the tenants it admits, and cache them.
+    async fn read_group(&self, name: &str) -> Result<(ResourceGroup, Vec<String>), String> {
+        let group = self
+            .store
+            .group_get(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("resource group '{name}' is gone"))?;
+        let tenants = self
+            .store
+            .group_tenants(name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let cached = Cached {
+            read: Instant::now(),
+            group: group.clone(),
+            tenants: tenants.clone(),
+        };
+        self.groups
+            .lock()
+            .expect("group cache")
+            .insert(name.to_string(), cached);
+        Ok((group, tenants))
     }
 }
 
