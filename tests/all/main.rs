@@ -80,6 +80,7 @@ mod shares;
 mod status;
 mod tokens;
 mod trigger_ids;
+mod two_person;
 mod wake;
 
 use paddock::lease::{Runner, RunnerConfig};

@@ -23,6 +23,7 @@
 //! while it waited for those triggers would deadlock with the claim.
 
 pub(in crate::store) mod holds;
+mod second;
 
 use super::dialect::now_ms;
 use super::state_log::{Moved, StateChange};
@@ -31,7 +32,9 @@ use crate::model::gates::{
     CancelReport, GateScope, LateFire, MisfireRule, PauseReport, ResumeReport, check_reason,
     judge_late_fires,
 };
+use crate::model::tickets::LocalApprovals;
 use crate::trigger_state;
+use second::Second;
 use serde::Serialize;
 
 /// The transaction-scoped advisory lock a pause or resume holds
@@ -355,12 +358,28 @@ impl Store {
     /// at their next claim) — except late scheduled fires that never
     /// started, which follow their job's misfire policy — and its running
     /// ones no longer need to pause. Audited; a scope with no closed gate
-    /// is refused.
+    /// is refused. The global gate takes two people ([`second`]): the
+    /// first resume is recorded as a proposal (the report's
+    /// `proposed_by`), a different person's reopens it; a local command
+    /// line's is refused.
     pub async fn gate_resume(
         &self,
         scope: &GateScope,
         actor: &str,
         reason: &str,
+    ) -> StoreResult<ResumeReport> {
+        self.gate_resume_with(scope, actor, reason, LocalApprovals::Refuse)
+            .await
+    }
+
+    /// [`Store::gate_resume`], the local command line's second resume of
+    /// the global gate as `local` says.
+    pub async fn gate_resume_with(
+        &self,
+        scope: &GateScope,
+        actor: &str,
+        reason: &str,
+        local: LocalApprovals,
     ) -> StoreResult<ResumeReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
         let (mut tx, _turn) = self.begin_write().await?;
@@ -369,6 +388,20 @@ impl Store {
                 .bind(GATE_LOCK)
                 .execute(&mut *tx)
                 .await?;
+        }
+        let mut detail = serde_json::json!({ "reason": reason });
+        if scope.resume_needs_two_people() {
+            match self
+                .resume_second_person(&mut tx, scope, actor, reason, local)
+                .await?
+            {
+                Second::Proposed(report) => {
+                    tx.commit().await?;
+                    return Ok(report);
+                }
+                Second::Approved(proposal) => detail = proposal,
+            }
+            detail["reason"] = reason.into();
         }
         let reopened = sqlx::query(self.sql(concat!(
             "UPDATE gates SET reopened_at = ",
@@ -400,14 +433,9 @@ impl Store {
                 .await?;
             self.announce_due(&mut *tx, now).await?;
         }
-        self.audit_append(
-            &mut tx,
-            actor,
-            "gate.resume",
-            &scope.subject(),
-            serde_json::json!({ "reason": reason, "report": report }),
-        )
-        .await?;
+        detail["report"] = serde_json::to_value(&report).unwrap_or_default();
+        self.audit_append(&mut tx, actor, "gate.resume", &scope.subject(), detail)
+            .await?;
         tx.commit().await?;
         for (fate, moved) in judged {
             let (cause, state) = match fate {
