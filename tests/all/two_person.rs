@@ -429,6 +429,13 @@ async fn resuming_the_global_pause_takes_a_second_persons_token(db: Db) {
     let (ok, out) = two.paddock(None, &resume, &[]).await;
     assert!(ok && out.contains(&format!("proposed by {me}")), "{out}");
     assert!(closed(&two).await, "a proposal reopens nothing");
+    let (ok, out) = two.paddock(None, &["gates"], &[]).await;
+    assert!(
+        ok && out.contains(&format!(
+            "resume proposed by {me}: over (awaiting a second person)"
+        )),
+        "{out}"
+    );
     let again = ["--actor", "bob", "resume", "--global", "--reason", "over"];
     let (ok, out) = two.paddock(None, &again, &[]).await;
     assert!(!ok, "{out}");

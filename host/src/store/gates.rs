@@ -53,6 +53,14 @@ pub struct GateRecord {
     pub reopened_by: Option<String>,
     pub reopened_at: Option<i64>,
     pub reopen_reason: Option<String>,
+    /// A closed global gate's resume waiting for a second person
+    /// ([`second`]): who proposed it, and why.
+    #[sqlx(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_proposed_by: Option<String>,
+    #[sqlx(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_proposed_reason: Option<String>,
 }
 
 impl GateRecord {
@@ -62,8 +70,8 @@ impl GateRecord {
     }
 }
 
-const GATE_COLUMNS: &str =
-    "id, kind, value, reason, closed_by, closed_at, reopened_by, reopened_at, reopen_reason";
+const GATE_COLUMNS: &str = "id, kind, value, reason, closed_by, closed_at, reopened_by, \
+     reopened_at, reopen_reason, resume_proposed_by, resume_proposed_reason";
 
 /// Whether a `triggers` row is covered by any closed gate.
 pub(super) const COVERED: &str = "EXISTS (SELECT 1 FROM gates g WHERE g.reopened_at IS NULL \

@@ -154,7 +154,13 @@ pub fn print_gates(gates: &[paddock::store::GateRecord]) {
                 by,
                 g.reopen_reason.as_deref().unwrap_or("")
             ),
-            _ => println!(),
+            _ => match &g.resume_proposed_by {
+                Some(by) => println!(
+                    "; resume proposed by {by}: {} (awaiting a second person)",
+                    g.resume_proposed_reason.as_deref().unwrap_or("")
+                ),
+                None => println!(),
+            },
         }
     }
 }
