@@ -18,7 +18,7 @@
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
 //! | `report.rs` | `paddock report`: incident classes and auto-closure, cost per correct result, conservation checks |
 //! | `output.rs` | a run's result bytes in JSON: the value, UTF-8 text or base64, and which |
-//! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
+//! | `tickets.rs` | the two-person rule: high-risk actions (ticket resolutions, the global resume), who is a different person, the local command line's approvals |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
 

@@ -425,7 +425,10 @@ async fn every_manual_action_is_in_the_chain_with_its_actor_and_no_secret(db: Db
         "trigger.cancel",
     ] {
         assert!(
-            by(action).iter().any(|e| e.actor == "local:alice"),
+            by(action)
+                .iter()
+                .any(|e| e.actor == crate::two_person::os_actor()
+                    && e.detail.contains(r#""actor_note":"alice""#)),
             "{action} by alice is missing: {entries:#?}"
         );
     }

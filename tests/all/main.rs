@@ -89,6 +89,7 @@ mod shares;
 mod status;
 mod tokens;
 mod trigger_ids;
+mod two_person;
 mod wake;
 mod walls;
 

@@ -359,8 +359,9 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     assert!(refused.unwrap_err().to_string().contains("--cpu-second"));
     assert_eq!(store.prices().await.unwrap().retry, 0.05, "nothing set");
 
-    // The command line: an admin's price, audited as local:ACTOR; a bad
-    // value named and nothing set.
+    // The command line: an admin's price, audited as local:USER (the
+    // account it runs as; --actor a note beside it); a bad value named and
+    // nothing set.
     let set = ["--actor", "alice", "price", "set", "--manual-touch", "5"];
     let (code, text, err) = paddock(&h.url, &set);
     assert_eq!(code, 0, "{err}");
@@ -371,7 +372,11 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     let entry = store.audit_list().await.unwrap().pop().unwrap();
     assert_eq!(
         (entry.action.as_str(), entry.actor.as_str()),
-        ("price.set", "local:alice")
+        ("price.set", crate::two_person::os_actor().as_str())
+    );
+    assert!(
+        entry.detail.contains(r#""actor_note":"alice""#),
+        "{entry:?}"
     );
     let bad = ["price", "set", "--manual-touch", "1", "--retry=-1"];
     let (code, _, err) = paddock(&h.url, &bad);
@@ -661,7 +666,10 @@ async fn a_persons_state_changes_are_one_json_line_each_with_the_actor_and_no_pa
     let (code, lines, err) = paddock_logged(url, &["pause", "--job", "j", "--reason", "r"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(change(&lines, "pause")["state"], "paused");
-    assert_eq!(change(&lines, "pause")["actor"], "local:cli");
+    assert_eq!(
+        change(&lines, "pause")["actor"],
+        crate::two_person::os_actor().as_str()
+    );
     let (code, lines, err) = paddock_logged(url, &["resume", "--job", "j", "--reason", "r"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(change(&lines, "resume")["state"], "pending");

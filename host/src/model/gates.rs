@@ -93,6 +93,13 @@ impl GateScope {
         }
     }
 
+    /// Whether reopening this scope takes two people (the two-person rule,
+    /// `model::tickets`): only the global gate, whose resume lets every
+    /// held trigger start at once.
+    pub fn resume_needs_two_people(&self) -> bool {
+        matches!(self, GateScope::Global)
+    }
+
     /// Whether this scope covers a trigger of `job` (of `job_type`, if its
     /// plan has one) owned by `tenant` in `group`.
     pub fn covers(&self, job: &str, job_type: Option<&str>, tenant: &str, group: &str) -> bool {
@@ -139,8 +146,14 @@ pub struct PauseReport {
 /// What a resume changed.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ResumeReport {
-    /// False: the scope had no closed gate (nothing changed).
+    /// False: the scope had no closed gate, or the resume was only
+    /// proposed (nothing changed).
     pub reopened: bool,
+    /// Set when this resume was recorded as a proposal that waits for a
+    /// different person's resume ([`GateScope::resume_needs_two_people`]):
+    /// the proposer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed_by: Option<String>,
     /// Paused triggers due again.
     pub resumed: u64,
     /// Late scheduled fires parked for approval or skipped by their job's

@@ -18,7 +18,12 @@
 //!
 //! The local command line acting directly on the database is the bootstrap
 //! admin (whoever can open the database already holds every row); its
-//! audit entries say so ([`local_actor`]).
+//! audit entries name the operating-system account it runs as
+//! ([`local_actor`]), and `--actor` only adds a note beside it.
+//!
+//! Who is a person ([`person`]): a token's name up to its first `.`
+//! (`alice.laptop` is alice), the command line's account name. The
+//! two-person rule (`model::tickets`) compares persons, never tokens.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -177,6 +182,11 @@ impl Principal {
     pub fn actor(&self) -> String {
         format!("token:{}", self.name)
     }
+
+    /// The person the token was made for ([`person`]).
+    pub fn person(&self) -> String {
+        person(&self.actor())
+    }
 }
 
 /// Which tenants' rows a permitted action may touch.
@@ -239,9 +249,73 @@ pub fn authorize(
 }
 
 /// How the local command line (the bootstrap admin) is named in the audit
-/// log: `local:ACTOR`.
-pub fn local_actor(actor: &str) -> String {
-    format!("local:{actor}")
+/// log: `local:USER`, where USER is the operating-system account the
+/// command runs as — an identity the login system vouched for, which no
+/// flag can change. `note` is what `--actor` (or `PADDOCK_ACTOR`) said:
+/// kept beside the identity as `local:USER (note: TEXT)`, never as it.
+pub fn local_actor(user: &str, note: Option<&str>) -> String {
+    match note.map(clean_note).filter(|n| !n.is_empty()) {
+        Some(note) => format!("local:{user}{NOTE_OPEN}{note})"),
+        None => format!("local:{user}"),
+    }
+}
+
+/// Where an actor's note begins. An identity never holds a space (token
+/// names and the account names [`local_actor`] is given have none), so the
+/// first occurrence is the note's.
+const NOTE_OPEN: &str = " (note: ";
+
+/// The longest note kept, in characters.
+pub const NOTE_MAX: usize = 100;
+
+/// A note as it is kept: trimmed, cut to [`NOTE_MAX`] characters, control
+/// characters escaped (so a note cannot forge a line in any output).
+fn clean_note(note: &str) -> String {
+    note.trim()
+        .chars()
+        .take(NOTE_MAX)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// An actor split into its identity and its note, if it has one:
+/// `local:root (note: bob)` is `("local:root", Some("bob"))`.
+pub fn split_note(actor: &str) -> (&str, Option<&str>) {
+    match actor.split_once(NOTE_OPEN) {
+        Some((identity, note)) => (identity, Some(note.strip_suffix(')').unwrap_or(note))),
+        None => (actor, None),
+    }
+}
+
+/// The person behind an actor — what the two-person rule compares:
+/// - `local:USER` (the command line, whatever its note says): USER;
+/// - `token:NAME`: NAME up to its first `.` — a token is named
+///   `PERSON` or `PERSON.LABEL`, so `alice`, `alice.laptop` and
+///   `alice.ci` are one person however many tokens she holds;
+/// - anything else (`paddock`, `ticket:7`): the actor whole.
+///
+/// The same person through the command line and a token (`local:alice`,
+/// `token:alice`) is one person. Compared without regard to case.
+pub fn person(actor: &str) -> String {
+    let (identity, _) = split_note(actor);
+    let name = match identity.split_once(':') {
+        Some(("local", user)) => user,
+        Some(("token", name)) => name.split('.').next().unwrap_or(name),
+        _ => identity,
+    };
+    name.trim().to_lowercase()
+}
+
+/// Whether an actor is the local command line (no token behind it).
+pub fn is_local(actor: &str) -> bool {
+    actor.starts_with("local:")
 }
 
 /// The prefix every Paddock token starts with (so scanners can spot a
@@ -279,7 +353,8 @@ pub fn check_token_text(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A token's name: what people type to list and revoke it.
+/// A token's name: what people type to list and revoke it, and whose
+/// person it is: `PERSON` or `PERSON.LABEL` ([`person`]).
 pub fn check_token_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -416,5 +491,40 @@ mod tests {
         assert!(check_token_name("ci-bot.prod_1").is_ok());
         assert!(check_token_name("no spaces").is_err());
         assert!(check_token_name("").is_err());
+    }
+
+    #[test]
+    fn an_actor_note_sits_beside_the_identity_never_in_it() {
+        assert_eq!(local_actor("root", None), "local:root");
+        assert_eq!(local_actor("root", Some("  ")), "local:root");
+        let actor = local_actor("root", Some("token:alice"));
+        assert_eq!(actor, "local:root (note: token:alice)");
+        assert_eq!(split_note(&actor), ("local:root", Some("token:alice")));
+        assert_eq!(person(&actor), "root");
+        assert_eq!(split_note("token:ops"), ("token:ops", None));
+        // A note cannot forge a line, nor grow without bound.
+        let forged = local_actor("root", Some("bob\nlocal:alice approved"));
+        assert!(!forged.contains('\n'), "{forged}");
+        assert_eq!(split_note(&forged).0, "local:root");
+        let long = local_actor("root", Some(&"x".repeat(500)));
+        assert_eq!(split_note(&long).1.unwrap().len(), NOTE_MAX);
+    }
+
+    #[test]
+    fn a_person_is_an_account_or_a_token_name_before_its_first_dot() {
+        assert_eq!(person("local:alice"), "alice");
+        assert_eq!(person("token:alice"), "alice");
+        assert_eq!(person("token:Alice.laptop"), "alice");
+        assert_eq!(person("token:ops-1"), "ops-1");
+        assert_eq!(person("ticket:7"), "ticket:7");
+        assert_eq!(person("paddock"), "paddock");
+        let laptop = Principal {
+            name: "alice.laptop".into(),
+            role: Role::Operator,
+            tenant: None,
+        };
+        assert_eq!(laptop.person(), "alice");
+        assert!(is_local("local:root"));
+        assert!(!is_local("token:local"));
     }
 }

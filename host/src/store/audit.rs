@@ -230,14 +230,26 @@ impl Store {
     }
 
     /// Append an entry inside `tx`, chained to the last one and keyed.
+    /// The entry's actor is the identity alone; a note the actor carries
+    /// (`local:root (note: bob)`, from `--actor`) goes into the detail as
+    /// `actor_note`, so no typed text ever stands where an identity does.
     pub(super) async fn audit_append(
         &self,
         tx: &mut Tx,
         actor: &str,
         action: &str,
         subject: &str,
-        detail: serde_json::Value,
+        mut detail: serde_json::Value,
     ) -> StoreResult<()> {
+        let (actor, note) = crate::model::identity::split_note(actor);
+        if let Some(note) = note {
+            match detail.as_object_mut() {
+                Some(fields) => {
+                    fields.insert("actor_note".into(), note.into());
+                }
+                None => detail = serde_json::json!({ "detail": detail, "actor_note": note }),
+            }
+        }
         let key = self.audit.key_for_append()?;
         // Read-then-append: on PostgreSQL two processes could read the same
         // last entry; the lock makes them take turns (SQLite's write lock

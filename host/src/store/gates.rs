@@ -23,6 +23,7 @@
 //! while it waited for those triggers would deadlock with the claim.
 
 pub(in crate::store) mod holds;
+mod second;
 
 use super::dialect::now_ms;
 use super::state_log::{Moved, StateChange};
@@ -31,7 +32,9 @@ use crate::model::gates::{
     CancelReport, GateScope, LateFire, MisfireRule, PauseReport, ResumeReport, check_reason,
     judge_late_fires,
 };
+use crate::model::tickets::LocalApprovals;
 use crate::trigger_state;
+use second::Second;
 use serde::Serialize;
 
 /// The transaction-scoped advisory lock a pause or resume holds
@@ -50,6 +53,14 @@ pub struct GateRecord {
     pub reopened_by: Option<String>,
     pub reopened_at: Option<i64>,
     pub reopen_reason: Option<String>,
+    /// A closed global gate's resume waiting for a second person
+    /// ([`second`]): who proposed it, and why.
+    #[sqlx(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_proposed_by: Option<String>,
+    #[sqlx(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_proposed_reason: Option<String>,
 }
 
 impl GateRecord {
@@ -59,8 +70,8 @@ impl GateRecord {
     }
 }
 
-const GATE_COLUMNS: &str =
-    "id, kind, value, reason, closed_by, closed_at, reopened_by, reopened_at, reopen_reason";
+const GATE_COLUMNS: &str = "id, kind, value, reason, closed_by, closed_at, reopened_by, \
+     reopened_at, reopen_reason, resume_proposed_by, resume_proposed_reason";
 
 /// Whether a `triggers` row is covered by any closed gate.
 pub(super) const COVERED: &str = "EXISTS (SELECT 1 FROM gates g WHERE g.reopened_at IS NULL \
@@ -355,12 +366,28 @@ impl Store {
     /// at their next claim) — except late scheduled fires that never
     /// started, which follow their job's misfire policy — and its running
     /// ones no longer need to pause. Audited; a scope with no closed gate
-    /// is refused.
+    /// is refused. The global gate takes two people ([`second`]): the
+    /// first resume is recorded as a proposal (the report's
+    /// `proposed_by`), a different person's reopens it; a local command
+    /// line's is refused.
     pub async fn gate_resume(
         &self,
         scope: &GateScope,
         actor: &str,
         reason: &str,
+    ) -> StoreResult<ResumeReport> {
+        self.gate_resume_with(scope, actor, reason, LocalApprovals::Refuse)
+            .await
+    }
+
+    /// [`Store::gate_resume`], the local command line's second resume of
+    /// the global gate as `local` says.
+    pub async fn gate_resume_with(
+        &self,
+        scope: &GateScope,
+        actor: &str,
+        reason: &str,
+        local: LocalApprovals,
     ) -> StoreResult<ResumeReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
         let (mut tx, _turn) = self.begin_write().await?;
@@ -369,6 +396,20 @@ impl Store {
                 .bind(GATE_LOCK)
                 .execute(&mut *tx)
                 .await?;
+        }
+        let mut detail = serde_json::json!({ "reason": reason });
+        if scope.resume_needs_two_people() {
+            match self
+                .resume_second_person(&mut tx, scope, actor, reason, local)
+                .await?
+            {
+                Second::Proposed(report) => {
+                    tx.commit().await?;
+                    return Ok(report);
+                }
+                Second::Approved(proposal) => detail = proposal,
+            }
+            detail["reason"] = reason.into();
         }
         let reopened = sqlx::query(self.sql(concat!(
             "UPDATE gates SET reopened_at = ",
@@ -400,14 +441,9 @@ impl Store {
                 .await?;
             self.announce_due(&mut *tx, now).await?;
         }
-        self.audit_append(
-            &mut tx,
-            actor,
-            "gate.resume",
-            &scope.subject(),
-            serde_json::json!({ "reason": reason, "report": report }),
-        )
-        .await?;
+        detail["report"] = serde_json::to_value(&report).unwrap_or_default();
+        self.audit_append(&mut tx, actor, "gate.resume", &scope.subject(), detail)
+            .await?;
         tx.commit().await?;
         for (fate, moved) in judged {
             let (cause, state) = match fate {

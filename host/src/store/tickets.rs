@@ -1,8 +1,10 @@
 //! Resolving exception tickets, under the two-person rule
 //! ([`crate::model::tickets`]): a low-risk action (`mark_failed`,
 //! `dismiss`) resolves the ticket at once; a high-risk one (`resend`,
-//! `mark_succeeded`) is proposed, and runs only when a different operator
-//! approves it (`exception_approve`) — or is withdrawn (`exception_reject`).
+//! `mark_succeeded`) is proposed, and runs only when a different person
+//! approves it (`exception_approve`: a token of another person; the local
+//! command line only where an install allows it) — or is withdrawn
+//! (`exception_reject`).
 //! Every step is one transaction with its audit entry: `exception.resolve`,
 //! `exception.propose`, `exception.approve` (proposer, approver, both
 //! reasons, the effect's digests before and after), `exception.reject`.
@@ -11,15 +13,17 @@ use super::columns::{effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
 use crate::model::canonical_json;
-use crate::model::tickets::{approval_refused, high_risk};
+use crate::model::tickets::{LocalApprovals, high_risk, second_person};
 use sha2::{Digest, Sha256};
 
 /// Who decided a resolution, for its audit entry: one person, or a
-/// proposer and the approver.
+/// proposer and the approver (and, when the approver was the local command
+/// line allowed to approve, why that stands).
 struct Decided<'a> {
     actor: &'a str,
     reason: &'a str,
     proposal: Option<(&'a str, &'a str)>,
+    local_approval: Option<String>,
 }
 
 impl Store {
@@ -77,6 +81,7 @@ impl Store {
                 actor,
                 reason,
                 proposal: None,
+                local_approval: None,
             };
             self.execute_resolution(&mut tx, &ticket, action, decided)
                 .await?;
@@ -86,13 +91,27 @@ impl Store {
     }
 
     /// Approve the high-risk action proposed on ticket `id`: refused when
-    /// `actor` is the proposer (the same person through the CLI or a token
-    /// counts once); otherwise the action runs and the ticket is resolved.
+    /// `actor` is the proposer's person (two tokens of one person, or the
+    /// CLI and a token of one name, count once) and when it is the local
+    /// command line; otherwise the action runs and the ticket is resolved.
     pub async fn exception_approve(
         &self,
         id: i64,
         actor: &str,
         reason: &str,
+    ) -> StoreResult<ExceptionRecord> {
+        self.exception_approve_with(id, actor, reason, LocalApprovals::Refuse)
+            .await
+    }
+
+    /// [`Store::exception_approve`], the local command line's approvals
+    /// as `local` says ([`LocalApprovals`]).
+    pub async fn exception_approve_with(
+        &self,
+        id: i64,
+        actor: &str,
+        reason: &str,
+        local: LocalApprovals,
     ) -> StoreResult<ExceptionRecord> {
         need_person("approving", actor, reason)?;
         let (mut tx, _turn) = self.begin_write().await?;
@@ -102,14 +121,16 @@ impl Store {
                 "exception {id} has no proposed action to approve"
             )));
         };
-        if let Some(why) = approval_refused(proposer, actor) {
-            return Err(StoreError::Conflict(format!("exception {id}: {why}")));
-        }
+        let route =
+            format!("paddock --server URL --token T exceptions approve {id} --reason \"...\"");
+        let local_approval = second_person(proposer, actor, local, &route)
+            .map_err(|why| StoreError::Conflict(format!("exception {id}: {why}")))?;
         let proposed_reason = ticket.proposed_reason.clone().unwrap_or_default();
         let decided = Decided {
             actor,
             reason,
             proposal: Some((proposer, &proposed_reason)),
+            local_approval,
         };
         self.execute_resolution(&mut tx, &ticket, action, decided)
             .await?;
@@ -216,6 +237,9 @@ impl Store {
             Some((proposer, proposed_reason)) => {
                 detail["proposed_by"] = proposer.into();
                 detail["proposed_reason"] = proposed_reason.into();
+                if let Some(why) = decided.local_approval {
+                    detail["local_approval"] = why.into();
+                }
                 "exception.approve"
             }
             None => "exception.resolve",

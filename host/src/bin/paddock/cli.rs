@@ -8,6 +8,7 @@ mod demo;
 mod exceptions;
 mod gates;
 mod groups;
+mod local;
 mod print;
 mod remote;
 mod report;
@@ -20,7 +21,6 @@ mod tokens;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use paddock::lease::{Runner, RunnerConfig};
-use paddock::model::identity::local_actor;
 use paddock::model::secret::redacted_url;
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};
@@ -48,11 +48,13 @@ pub struct Cli {
         default_value = "sqlite://paddock.db"
     )]
     database_url: String,
-    /// Who is acting, recorded in the audit log as `local:ACTOR` (the
-    /// command line on the database is the bootstrap admin; API callers
-    /// are recorded as `token:NAME`).
-    #[arg(long, global = true, env = "PADDOCK_ACTOR", default_value = "cli")]
-    actor: String,
+    /// A note recorded beside who is acting (`local:USER (note: TEXT)`):
+    /// the command line on the database acts as the operating-system
+    /// account it runs as, whatever this says; API callers are
+    /// `token:NAME`. A second person's approval cannot come from here
+    /// (see `exceptions approve`).
+    #[arg(long, global = true, env = "PADDOCK_ACTOR")]
+    actor: Option<String>,
     /// Log lines on stderr: `text`, or `json` (one object per line, the
     /// fields at the top level; levels from PADDOCK_LOG).
     #[arg(
@@ -133,7 +135,8 @@ enum Command {
     /// and pause at their next safe point (audited).
     Pause(gates::ScopeArgs),
     /// Reopen a scope's gate: its paused triggers continue from their
-    /// checkpoints (audited).
+    /// checkpoints (audited). The global gate takes two people: the first
+    /// resume is a proposal, a different person's token reopens it.
     Resume(gates::ScopeArgs),
     /// Cancel everything live in a scope; a finished trigger is never
     /// rewritten (audited).
@@ -346,7 +349,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let cli = match cli.command {
         Command::Demo(args) => return demo::run(args).await,
         Command::Schedule(cmd) => {
-            schedule::run(cmd, &cli.database_url, &local_actor(&cli.actor)).await?;
+            schedule::run(cmd, &cli.database_url, &local::actor(cli.actor.as_deref())).await?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Serve(args) => {
@@ -361,7 +364,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => cli,
     };
     let host = Host::open(&cli.database_url).await?;
-    let actor = &local_actor(&cli.actor);
+    let actor = &local::actor(cli.actor.as_deref());
     // `audit verify` anchors what it verified itself.
     let anchor = !matches!(cli.command, Command::Audit(_));
     let code = run(&host, cli.command, actor).await;

@@ -7,7 +7,6 @@ use anyhow::bail;
 use clap::Subcommand;
 use paddock::effects::RecoveryReport;
 use paddock::effects::operator::{self, Compensated, Compensation};
-use paddock::model::identity::local_actor;
 use paddock::model::time::{from_millis, rfc3339};
 use paddock::store::prelude::*;
 use paddock::store::{ConnectorRecord, EffectRecord, ExceptionRecord, SecretView};
@@ -79,7 +78,7 @@ pub enum EffectsCmd {
     /// Record an operator's compensation of a succeeded effect: a new
     /// trigger of JOB performs it through the original's connector, with its
     /// own key, lease, fencing and budget; the original is never rewritten.
-    /// Needs --actor (global) and --reason; audited.
+    /// Needs --reason; audited.
     Compensate {
         /// The idempotency key of the effect to compensate.
         original: String,
@@ -111,10 +110,10 @@ pub enum ExceptionsCmd {
     },
     /// Show one ticket with its evidence and allowed actions.
     Show { id: i64 },
-    /// Resolve a ticket with one of its allowed actions; needs --actor
-    /// (global) and --reason. Writes new facts and an audit entry. A
-    /// high-risk action (resend, mark_succeeded) is proposed instead and
-    /// runs when a different operator approves it (two-person rule).
+    /// Resolve a ticket with one of its allowed actions; needs --reason.
+    /// Writes new facts and an audit entry. A high-risk action (resend,
+    /// mark_succeeded) is proposed instead and runs when a different
+    /// person approves it (two-person rule).
     Resolve {
         id: i64,
         /// mark_succeeded | mark_failed | resend | dismiss (as allowed).
@@ -123,15 +122,18 @@ pub enum ExceptionsCmd {
         #[arg(long)]
         reason: String,
     },
-    /// Approve the action another operator proposed on a ticket; it runs
-    /// now. Needs --actor (not the proposer) and --reason; audited.
+    /// Approve the action another person proposed on a ticket; it runs
+    /// now. Needs --reason; audited. Through a token of a person other
+    /// than the proposer (`paddock --server URL --token T exceptions
+    /// approve N`); on the local command line only where
+    /// PADDOCK_LOCAL_APPROVALS=allow (a single-operator install).
     Approve {
         id: i64,
         #[arg(long)]
         reason: String,
     },
     /// Withdraw the action proposed on a ticket; the ticket stays open.
-    /// Needs --actor and --reason; audited.
+    /// Needs --reason; audited.
     Reject {
         id: i64,
         #[arg(long)]
@@ -304,7 +306,6 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
             payload,
             reason,
         } => {
-            need_person(actor, "an operator's compensation")?;
             if reason.trim().is_empty() {
                 bail!("an operator's compensation needs --reason");
             }
@@ -347,15 +348,6 @@ pub fn print_compensated(c: &Compensation, done: &Compensated) {
     );
 }
 
-/// Refuse the default actor, which names no one (`--actor` unset:
-/// `local:cli`): `what` needs a person on record.
-fn need_person(actor: &str, what: &str) -> anyhow::Result<()> {
-    if actor == local_actor("cli") || actor.trim_start_matches("local:").trim().is_empty() {
-        bail!("{what} needs a person: pass --actor NAME (or PADDOCK_ACTOR)");
-    }
-    Ok(())
-}
-
 pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow::Result<()> {
     match cmd {
         ExceptionsCmd::List { all } => {
@@ -374,7 +366,6 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
             print_ticket(&t, effect)?;
         }
         ExceptionsCmd::Resolve { id, action, reason } => {
-            need_person(actor, "resolving an exception")?;
             let t = host
                 .store
                 .exception_resolve(id, &action, actor, &reason)
@@ -382,11 +373,15 @@ pub async fn exceptions(host: &Host, cmd: ExceptionsCmd, actor: &str) -> anyhow:
             print_resolution(&t);
         }
         ExceptionsCmd::Approve { id, reason } => {
-            need_person(actor, "approving an exception's action")?;
-            print_resolution(&host.store.exception_approve(id, actor, &reason).await?);
+            let local = super::local::approvals()?;
+            print_resolution(
+                &host
+                    .store
+                    .exception_approve_with(id, actor, &reason, local)
+                    .await?,
+            );
         }
         ExceptionsCmd::Reject { id, reason } => {
-            need_person(actor, "rejecting an exception's proposed action")?;
             print_rejected(&host.store.exception_reject(id, actor, &reason).await?);
         }
     }
@@ -414,7 +409,7 @@ pub fn print_ticket(t: &ExceptionRecord, effect: Option<EffectRecord>) -> anyhow
     println!("allowed:  {}", t.allowed().join(", "));
     if let (Some(action), "open") = (&t.proposed_action, t.state.as_str()) {
         println!(
-            "proposed: {} by {} at {} — {} (awaiting a second operator's approval)",
+            "proposed: {} by {} at {} — {} (awaiting a second person's approval)",
             action,
             t.proposed_by.as_deref().unwrap_or("?"),
             t.proposed_at
@@ -452,12 +447,13 @@ pub fn print_rejected(t: &ExceptionRecord) {
 }
 
 /// One line on what a resolve or an approval did: resolved, or proposed
-/// and awaiting a second operator.
+/// and awaiting a second person.
 pub fn print_resolution(t: &ExceptionRecord) {
     match (&t.proposed_action, t.state.as_str()) {
         (Some(action), "open") => println!(
-            "exception {}: '{}' proposed by {}; high-risk, so it runs when a different operator \
-             approves it: paddock --actor NAME exceptions approve {} --reason \"...\"",
+            "exception {}: '{}' proposed by {}; high-risk, so it runs when a different person \
+             approves it with their own token: paddock --server URL --token T exceptions \
+             approve {} --reason \"...\"",
             t.id,
             action,
             t.proposed_by.as_deref().unwrap_or("?"),

@@ -1,6 +1,6 @@
 //! `paddock pause|resume|cancel SCOPE --reason "..."` and `paddock gates`:
 //! gates at five scopes (`--job J`, `--type T`, `--tenant T`, `--group G`,
-//! `--global`), each change audited under `local:ACTOR` (see
+//! `--global`), each change audited under `local:USER` (see
 //! `paddock::model::gates`). Each command prints what it changed.
 
 use super::Host;
@@ -71,16 +71,29 @@ pub fn print_paused(scope: &GateScope, r: &PauseReport) {
     );
 }
 
-/// `paddock resume ...`
+/// `paddock resume ...` (the global gate's second resume: as
+/// PADDOCK_LOCAL_APPROVALS says).
 pub async fn resume(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result<()> {
     let scope = args.scope()?;
-    let r = host.store.gate_resume(&scope, actor, &args.reason).await?;
+    let local = super::local::approvals()?;
+    let r = host
+        .store
+        .gate_resume_with(&scope, actor, &args.reason, local)
+        .await?;
     print_resumed(&scope, &r);
     Ok(())
 }
 
-/// What a resume changed.
+/// What a resume changed, or that it waits for a second person.
 pub fn print_resumed(scope: &GateScope, r: &ResumeReport) {
+    if let Some(by) = &r.proposed_by {
+        println!(
+            "resume of {scope} proposed by {by}; nothing changed: it reopens when a different \
+             person resumes it with their own token: paddock --server URL --token T resume \
+             --global --reason \"...\""
+        );
+        return;
+    }
     println!(
         "resumed {scope}: {} paused due again, {} late fires parked and {} skipped by their \
          misfire policy, {} running no longer asked to pause; {} still held by another gate",
@@ -141,7 +154,13 @@ pub fn print_gates(gates: &[paddock::store::GateRecord]) {
                 by,
                 g.reopen_reason.as_deref().unwrap_or("")
             ),
-            _ => println!(),
+            _ => match &g.resume_proposed_by {
+                Some(by) => println!(
+                    "; resume proposed by {by}: {} (awaiting a second person)",
+                    g.resume_proposed_reason.as_deref().unwrap_or("")
+                ),
+                None => println!(),
+            },
         }
     }
 }

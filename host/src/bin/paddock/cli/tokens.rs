@@ -1,7 +1,7 @@
 //! `paddock token create|list|revoke`: API tokens, made by an admin. The
 //! local command line is the bootstrap admin (it holds the database), so
 //! these commands need no token; each change is audited under
-//! `local:ACTOR` with the token's fingerprint. A token's text is printed
+//! `local:USER` with the token's fingerprint. A token's text is printed
 //! once, when created, and kept nowhere (the store has its hash).
 
 use super::Host;
@@ -16,7 +16,10 @@ pub enum TokenCmd {
     /// Create a token; its text is printed once. Roles: team (needs
     /// --tenant), operator, admin, reviewer.
     Create {
-        /// What people type to list and revoke it (never reused).
+        /// What people type to list and revoke it (never reused), and
+        /// whose it is: PERSON or PERSON.LABEL (`alice`, `alice.laptop`).
+        /// The two-person rule counts persons: every token of alice's is
+        /// alice, so name each token after the one person who holds it.
         #[arg(long)]
         name: String,
         #[arg(long)]
