@@ -11,7 +11,9 @@
 //!   [`AttemptServices`], which the execution plane implements with fenced
 //!   writes;
 //! - a guest whose lease is lost is interrupted at the next epoch tick, even
-//!   if it never calls the host.
+//!   if it never calls the host;
+//! - a run is charged at least the fuel it burnt, however it ended (an
+//!   interrupt included), and at most one [`FUEL_SLICE`] more.
 //!
 //! The sandbox does no database I/O itself.
 
