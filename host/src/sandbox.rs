@@ -11,7 +11,9 @@
 //!   [`AttemptServices`], which the execution plane implements with fenced
 //!   writes;
 //! - a guest whose lease is lost is interrupted at the next epoch tick, even
-//!   if it never calls the host.
+//!   if it never calls the host;
+//! - a run is charged at least the fuel it burnt, however it ended (an
+//!   interrupt included), and at most one [`FUEL_SLICE`] more.
 //!
 //! The sandbox does no database I/O itself.
 
@@ -40,6 +42,18 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// How long one epoch tick lasts: the resolution of wall-clock deadlines and
 /// of interrupting a guest whose lease was lost.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Fuel a guest is handed at a time (wasmtime's fuel yield interval; about
+/// 5 ms of computation at the default price of 1e9 fuel a CPU-second).
+///
+/// Compiled wasm keeps its fuel count in a register and stores it only at
+/// calls, returns and the end of a slice; an epoch interrupt (deadline,
+/// lost lease, drain) or a trap stops it without storing it, so a loop
+/// without calls reads as having burnt nothing. Slices bound what can go
+/// unstored to one slice: a run that did not return is charged its current
+/// slice whole ([`charged_fuel`]), never less than it burnt, at most one
+/// slice more.
+pub const FUEL_SLICE: u64 = 5_000_000;
 
 /// Host-wide sandbox settings. Every default is listed here.
 #[derive(Debug, Clone)]
@@ -311,6 +325,11 @@ impl Sandbox {
         // Fuel is set from the group; `set_fuel` only fails when fuel is
         // disabled in the config, which it never is here.
         let _ = store.set_fuel(limits.fuel);
+        // In slices, so that what a stopped guest burnt is known to within
+        // one slice (see [`FUEL_SLICE`]); the end of each slice is also a
+        // yield to the runtime. Fails only when fuel is disabled or the
+        // interval is 0.
+        let _ = store.fuel_async_yield_interval(Some(FUEL_SLICE));
         store.set_epoch_deadline(1);
         // Bounds what one host call (or `run`'s return) copies out of the
         // guest: over the caps, refused before the host allocates it.
@@ -348,9 +367,15 @@ impl Sandbox {
             Ok(job) => job.call_run(&mut store).await,
             Err(e) => Err(e),
         };
-        // Host calls are charged too.
+        // Read after the run (the interrupt or trap included), from the
+        // store; host calls are charged too.
         let host_fuel = store.data().host_calls * bindings::HOST_CALL_FUEL;
-        let fuel_left = store.get_fuel().unwrap_or(0).saturating_sub(host_fuel);
+        let fuel_used = charged_fuel(
+            limits.fuel,
+            store.get_fuel().unwrap_or(0),
+            outcome.is_ok(),
+            host_fuel,
+        );
         let mut state = store.into_data();
         if state.too_large.is_none() {
             state.too_large = state.wasi.scratch_over_cap();
@@ -358,7 +383,7 @@ impl Sandbox {
         let result = report::classify(outcome, &state, limits);
         RunReport {
             result,
-            fuel_used: limits.fuel.saturating_sub(fuel_left),
+            fuel_used,
             peak_memory_bytes: state.limiter.peak_bytes(),
             wall: started.elapsed(),
             log: {
@@ -367,6 +392,23 @@ impl Sandbox {
             },
         }
     }
+}
+
+/// The fuel a run is charged: what the store says it burnt, plus — when it
+/// did not return (an interrupt or a trap stopped it mid-slice, with its
+/// last stretch unstored) — the rest of its current slice, which is at
+/// most [`FUEL_SLICE`] and at most what it had left; plus its host calls.
+/// Never more than `granted`.
+pub fn charged_fuel(granted: u64, left_as_stored: u64, returned: bool, host_fuel: u64) -> u64 {
+    let unstored = if returned {
+        0
+    } else {
+        FUEL_SLICE.min(left_as_stored)
+    };
+    let left = left_as_stored
+        .saturating_sub(unstored)
+        .saturating_sub(host_fuel);
+    granted.saturating_sub(left)
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own;
@@ -396,5 +438,30 @@ impl EpochTicker {
 impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.running.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FUEL_SLICE, charged_fuel};
+
+    #[test]
+    fn a_run_that_returned_is_charged_what_the_store_says() {
+        assert_eq!(
+            charged_fuel(1_000_000_000, 400_000_000, true, 20_000),
+            600_020_000
+        );
+    }
+
+    #[test]
+    fn a_stopped_run_is_charged_its_current_slice_whole_never_past_its_grant() {
+        // Its last stretch went unstored: the rest of its slice is charged.
+        assert_eq!(
+            charged_fuel(1_000_000_000, 400_000_000, false, 0),
+            600_000_000 + FUEL_SLICE
+        );
+        // Less than a slice left: at most what was left.
+        assert_eq!(charged_fuel(1_000_000_000, 1_000, false, 0), 1_000_000_000);
+        assert_eq!(charged_fuel(1_000_000_000, 0, false, 50_000), 1_000_000_000);
     }
 }

@@ -17,7 +17,8 @@
 //! What every database must do alike:
 //! - **fencing** — every write under a trigger lease, with a current token
 //!   (it writes exactly what it should), a stale token (`LeaseLost` with
-//!   expected/found, nothing written, counted in `stale_token_rejections`),
+//!   expected/found, nothing written but the usage its guest measured on
+//!   its own attempt row, counted in `stale_token_rejections`),
 //!   a finished trigger (refused; a completed trigger is never rewritten) and
 //!   a missing row (`found: None`, or what the store defines);
 //! - **shard fencing** — a scan commit under a stale shard generation writes
@@ -110,7 +111,7 @@ on_every_database!(
     attempt_release_of_a_missing_trigger_is_lease_lost_with_nothing_found,
     // Abandons.
     attempt_abandon_with_the_current_token_closes_only_the_attempt,
-    attempt_abandon_with_a_stale_token_closes_nothing,
+    attempt_abandon_with_a_stale_token_closes_nothing_and_records_its_usage,
     attempt_abandon_of_a_finished_trigger_closes_nothing,
     attempt_abandon_of_a_missing_attempt_closes_nothing,
     // Finishes.
@@ -403,11 +404,11 @@ impl Fixture {
         found: Found,
         write: impl Future<Output = StoreResult<T>>,
     ) {
-        let before = self.snapshot().await;
+        let before = without_usage(self.snapshot().await, lease);
         let counted = self.counter("stale_token_rejections").await;
         expect_lease_lost(write.await, lease, found);
         assert_eq!(
-            self.snapshot().await,
+            without_usage(self.snapshot().await, lease),
             before,
             "a refused write changed the database"
         );
@@ -445,6 +446,27 @@ impl Fixture {
     async fn effect(&self, key: &str) -> Option<EffectRecord> {
         self.store.effect_get(crate::TENANT, key).await.unwrap()
     }
+}
+
+/// `snapshot` without the usage columns of `lease`'s own attempt: a refused
+/// end still records what its guest used on its own row (fuel, memory,
+/// wall time, log), once, if nothing did yet.
+fn without_usage(mut snapshot: serde_json::Value, lease: &LeaseRef) -> serde_json::Value {
+    for attempt in snapshot["attempts"].as_array_mut().unwrap() {
+        if attempt["id"] == json!(lease.attempt_id) {
+            for column in ["fuel_used", "peak_memory_bytes", "wall_ms", "log"] {
+                attempt[column] = serde_json::Value::Null;
+            }
+        }
+    }
+    snapshot
+}
+
+/// The usage columns of attempt `id` of `trigger`.
+async fn usage(db: &Fixture, trigger: i64, id: i64) -> (Option<i64>, Option<i64>, Option<i64>) {
+    let attempts = db.attempts(trigger).await;
+    let a = attempts.iter().find(|a| a.id == id).unwrap();
+    (a.fuel_used, a.peak_memory_bytes, a.wall_ms)
 }
 
 /// A lease on a trigger that does not exist.
@@ -1074,6 +1096,11 @@ async fn attempt_release_with_a_stale_token_is_lease_lost(db: Fixture) {
         ),
     )
     .await;
+    assert_eq!(
+        usage(&db, a.trigger_id, a.attempt_id).await,
+        (Some(11), Some(22), Some(33)),
+        "what the guest used up to its stop is on its (expired) row"
+    );
 }
 
 async fn attempt_release_of_a_finished_trigger_is_lease_lost(db: Fixture) {
@@ -1139,16 +1166,27 @@ async fn attempt_abandon_with_the_current_token_closes_only_the_attempt(db: Fixt
     assert!(!again);
 }
 
-async fn attempt_abandon_with_a_stale_token_closes_nothing(db: Fixture) {
+async fn attempt_abandon_with_a_stale_token_closes_nothing_and_records_its_usage(db: Fixture) {
     let (a, _) = db.taken_over().await;
+    let before = without_usage(db.snapshot().await, &a);
     let closed = db
-        .unchanged(
-            db.store
-                .attempt_abandon(&a, &ended(TriggerState::Succeeded), "late"),
-        )
+        .store
+        .attempt_abandon(&a, &ended(TriggerState::Succeeded), "late")
         .await
         .unwrap();
     assert!(!closed, "the takeover already closed it as expired");
+    assert_eq!(without_usage(db.snapshot().await, &a), before);
+    assert_eq!(
+        usage(&db, a.trigger_id, a.attempt_id).await,
+        (Some(11), Some(22), Some(33)),
+        "what the guest used up to its stop is on its (expired) row"
+    );
+    // Once: a second abandon rewrites nothing.
+    let mut other = ended(TriggerState::Succeeded);
+    other.fuel_used = 99;
+    db.unchanged(db.store.attempt_abandon(&a, &other, "later"))
+        .await
+        .unwrap();
 }
 
 async fn attempt_abandon_of_a_finished_trigger_closes_nothing(db: Fixture) {
@@ -1237,6 +1275,11 @@ async fn attempt_finish_with_a_stale_token_is_lease_lost(db: Fixture) {
         db.store.attempt_finish(&a, &ended(TriggerState::Succeeded)),
     )
     .await;
+    assert_eq!(
+        usage(&db, a.trigger_id, a.attempt_id).await,
+        (Some(11), Some(22), Some(33)),
+        "what the guest used up to its stop is on its (expired) row"
+    );
 }
 
 async fn attempt_finish_of_a_finished_trigger_is_lease_lost_and_rewrites_nothing(db: Fixture) {

@@ -66,6 +66,7 @@ mod drain;
 mod effects;
 mod effects_storm;
 mod faults;
+mod fuel;
 mod gates;
 mod group_commit;
 mod guests;

@@ -112,6 +112,9 @@ impl Store {
         let Some(state) = state else {
             tx.rollback().await?;
             drop(turn);
+            // What the guest used up to its stop still counts.
+            self.close_abandoned(lease, end, "release refused: stale fencing token")
+                .await?;
             return Err(self.lease_lost(lease, "release").await);
         };
         // A gate's pause, whatever ended the attempt (its answer to
@@ -155,6 +158,12 @@ impl Store {
 
     /// Close an attempt as `lease_lost`, in its own transaction at this
     /// process's write turn. Returns how many rows it closed (0 or 1).
+    ///
+    /// An attempt a takeover already closed (`expired`, with no usage:
+    /// the claim that took its trigger over could not know it) keeps that
+    /// outcome but gets the usage its runner measured — fuel, peak memory,
+    /// wall time, log — once, so cost reports count what the guest burnt
+    /// up to its stop. Only its own row, by id and its own token.
     async fn close_abandoned(
         &self,
         lease: &LeaseRef,
@@ -179,6 +188,20 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        if closed == 0 {
+            sqlx::query(self.sql(
+                "UPDATE attempts SET fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
+                 WHERE id = ? AND fencing_token = ? AND fuel_used IS NULL",
+            ))
+            .bind(end.fuel_used)
+            .bind(end.peak_memory_bytes)
+            .bind(end.wall_ms)
+            .bind(&end.log)
+            .bind(lease.attempt_id)
+            .bind(lease.fencing_token.get())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(closed)
     }
