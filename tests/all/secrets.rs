@@ -396,6 +396,12 @@ async fn a_plain_text_secret_from_before_is_sealed_on_first_start(db: Db) {
     assert_eq!(row().await, sealed);
     let audit = serde_json::to_string(&host.store.audit_list().await.unwrap()).unwrap();
     assert_eq!(audit.matches("connector.secret.seal").count(), 1, "{audit}");
+    let copy = database_copy(&host);
+    assert!(copy.contains(&sealed.1), "the row is not in the copy");
+    assert!(
+        !copy.contains(FIRST) && !copy.contains(&old_print),
+        "the plain text is left in a copy"
+    );
 
     ledger
         .require("authorization", &format!("Bearer {FIRST}"))

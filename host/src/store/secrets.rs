@@ -130,6 +130,13 @@ impl Store {
             return Ok(()); // another process sealed them first
         }
         let key = self.secrets.current()?;
+        if self.dialect == Dialect::Sqlite {
+            // The plain text's old bytes are zeroed as its cells are
+            // rewritten, not left in free space for a copy of the file.
+            sqlx::query("PRAGMA secure_delete = ON")
+                .execute(&mut *tx)
+                .await?;
+        }
         let mut sealed_list = Vec::new();
         for (connector, header, value, _, _) in rows {
             let sealed = key.seal(&connector, &header, &value, fresh());
@@ -149,6 +156,14 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        if self.dialect == Dialect::Sqlite {
+            // Past transactions' pages in the write-ahead log may still
+            // hold the plain text: copy them into the file and empty the
+            // log (best effort: a reader still open keeps the log).
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(())
     }
 
