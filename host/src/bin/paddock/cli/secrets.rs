@@ -87,12 +87,12 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
 /// `connector secret list`, from the database or `GET /v1/connectors/secrets`.
 pub fn print_secrets(secrets: &[SecretView]) {
     println!(
-        "{:<16} {:<16} {:<20} {:<12} set at",
+        "{:<16} {:<16} {:<21} {:<12} set at",
         "connector", "header", "fingerprint", "set by"
     );
     for s in secrets {
         println!(
-            "{:<16} {:<16} {:<20} {:<12} {}",
+            "{:<16} {:<16} {:<21} {:<12} {}",
             s.connector,
             s.header,
             s.fingerprint,
