@@ -28,6 +28,7 @@ pub mod audit;
 pub mod backlog;
 pub mod capability;
 pub mod caps;
+pub mod envelope;
 pub mod fencing;
 pub mod gates;
 pub mod grants;

@@ -51,6 +51,7 @@ mod scoped;
 #[doc(hidden)]
 pub use runner::hot_statements;
 mod scheduler;
+mod secret_key;
 mod secrets;
 mod sqlite_writer;
 mod state_log;
@@ -76,7 +77,8 @@ pub use model::*;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use reports::{CostBy, ReportQuery};
 pub use retry::Retried;
-pub use secrets::SecretView;
+pub use secret_key::{KEY_FILE_VAR as SECRET_KEY_FILE_VAR, SecretKeyConfig};
+pub use secrets::{KeyRotation, SecretView};
 pub use tokens::{AuthError, IssuedToken, MAX_TOKEN_VALIDITY_MS, NewToken, TokenView};
 
 /// The role traits, for code that uses the concrete [`Store`] directly (the
@@ -151,6 +153,10 @@ pub enum StoreError {
     /// The audit key or anchor file (outside the database) is unusable.
     #[error("{0}")]
     Audit(String),
+    /// The key file that seals connector secrets is missing, unreadable or
+    /// does not hold the key a secret was sealed under.
+    #[error("{0}")]
+    SecretKey(String),
 }
 
 // The database errors are wrapped by hand, not with `#[from]`: each message
@@ -241,6 +247,8 @@ pub struct Store {
     url: std::sync::Arc<str>,
     /// The audit key and anchor file (see [`audit`]).
     audit: std::sync::Arc<audit::Seal>,
+    /// The key file that seals connector secrets (see [`secret_key`]).
+    secrets: std::sync::Arc<secret_key::Keyring>,
 }
 
 /// The file behind a `sqlite::memory:` store, removed with the store. An
@@ -319,7 +327,7 @@ impl Store {
             Dialect::Postgres => Some(open_hot_pool(&url, max_connections)?),
             Dialect::Sqlite => None,
         };
-        Ok(Self {
+        let store = Self {
             pool,
             dialect,
             hot,
@@ -329,7 +337,12 @@ impl Store {
             claim_path: Default::default(),
             url: url.into(),
             audit,
-        })
+            secrets: std::sync::Arc::new(secret_key::Keyring::new(SecretKeyConfig::from_env())),
+        };
+        // Refuses to open when sealed secrets' key is missing; seals
+        // plain-text ones.
+        store.secrets_start().await?;
+        Ok(store)
     }
 
     /// The pool, for tests and benchmarks that read tables directly. Run

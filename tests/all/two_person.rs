@@ -134,11 +134,13 @@ impl Two {
         }
         let trigger = host.trigger("pay", json!({})).await.id;
         sqlx::query(host.store.sql(
-            "INSERT INTO effects (idempotency_key, trigger_id, connector, action, params_digest, \
-             request_id, fencing_token, state, created_at, updated_at) \
-             VALUES (?, ?, 'ledger', 'RES-1/charge', 'd', 'r', 1, 'unknown', 0, 0)",
+            "INSERT INTO effects (tenant, idempotency_key, downstream_key, trigger_id, connector, \
+             action, params_digest, request_id, fencing_token, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'ledger', 'RES-1/charge', 'd', 'r', 1, 'unknown', 0, 0)",
         ))
+        .bind(crate::TENANT)
         .bind(key)
+        .bind(crate::sent_key(key))
         .bind(trigger)
         .execute(host.store.pool())
         .await
@@ -161,7 +163,7 @@ impl Two {
     async fn effect_state(&self, key: &str) -> String {
         self.host
             .store
-            .effect_get(key)
+            .effect_get(crate::TENANT, key)
             .await
             .unwrap()
             .unwrap()

@@ -154,11 +154,13 @@ pub async fn secret_set(
         None => ConnectorSecret::bearer(&request.value),
     }
     .map_err(ApiError::bad_request)?;
-    api.store
+    let fingerprint = api
+        .store
         .connector_secret_set(&name, Some(&secret), &caller.actor())
-        .await?;
+        .await?
+        .unwrap_or_default();
     Ok(Json(
-        serde_json::json!({ "connector": name, "secret": secret.to_string() }),
+        serde_json::json!({ "connector": name, "secret": format!("{secret} ({fingerprint})") }),
     ))
 }
 

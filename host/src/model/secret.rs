@@ -1,14 +1,14 @@
 //! Connector credentials: a header the host adds to every call to one
 //! connector (`Authorization: Bearer …`, `X-Api-Key: …`), set by an admin,
-//! stored apart from the connector's record, and shown only as a
-//! fingerprint — by every command, log line and audit entry. Guests never
-//! see it: the host injects it into the outgoing request.
+//! stored apart from the connector's record, sealed at rest
+//! (`model::envelope`), and shown only as a keyed fingerprint — by every
+//! command, log line and audit entry. Guests never see it: the host injects
+//! it into the outgoing request.
 
-use sha2::{Digest, Sha256};
 use std::fmt;
 
-/// One connector's credential. `Debug` and `Display` print the header name
-/// and the fingerprint, never the value.
+/// One connector's credential. `Debug` and `Display` print the header name,
+/// never the value (the fingerprint needs the host key: the store adds it).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConnectorSecret {
     /// The header it travels in, lower case (`authorization`, `x-api-key`).
@@ -48,14 +48,6 @@ impl ConnectorSecret {
         &self.value
     }
 
-    /// `sha256:` and the first 12 hex digits of the value's SHA-256: enough
-    /// to tell two secrets apart and to match a rotation in the audit log,
-    /// not to recover the value.
-    pub fn fingerprint(&self) -> String {
-        let digest = Sha256::digest(self.value.as_bytes());
-        format!("sha256:{}", &hex::encode(digest)[..12])
-    }
-
     /// Read back from the store.
     pub fn stored(header: String, value: String) -> Self {
         Self { header, value }
@@ -64,18 +56,13 @@ impl ConnectorSecret {
 
 impl fmt::Debug for ConnectorSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ConnectorSecret({}: {})",
-            self.header,
-            self.fingerprint()
-        )
+        write!(f, "ConnectorSecret({}: ***)", self.header)
     }
 }
 
 impl fmt::Display for ConnectorSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "header {} ({})", self.header, self.fingerprint())
+        write!(f, "header {}", self.header)
     }
 }
 
@@ -138,12 +125,7 @@ mod tests {
         for shown in [format!("{s:?}"), s.to_string()] {
             assert!(!shown.contains("s3cr3t"), "{shown}");
             assert!(shown.contains("authorization"), "{shown}");
-            assert!(shown.contains(&s.fingerprint()), "{shown}");
         }
-        assert_ne!(
-            s.fingerprint(),
-            ConnectorSecret::bearer("other").unwrap().fingerprint()
-        );
     }
 
     #[test]

@@ -66,7 +66,7 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
     (!path.is_empty() && !path.contains(":memory:")).then(|| PathBuf::from(path))
 }
 
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+pub(super) fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -163,7 +163,7 @@ fn read_or_create_key(path: &Path) -> StoreResult<Vec<u8>> {
     }
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -171,7 +171,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

@@ -474,7 +474,7 @@ impl ControlStore for Store {
         connector: &str,
         secret: Option<&crate::model::secret::ConnectorSecret>,
         actor: &str,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Option<String>> {
         self.secret_set(connector, secret, actor).await
     }
 

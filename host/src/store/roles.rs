@@ -415,13 +415,14 @@ pub trait ControlStore: ReadStore + Counters {
     /// Create or change a connector, audited.
     async fn connector_put(&self, connector: &ConnectorRecord, actor: &str) -> StoreResult<()>;
     /// Set, rotate (`Some`) or clear (`None`) a connector's credential,
-    /// audited with its fingerprint, never its value.
+    /// sealed at rest, audited with its keyed fingerprint, never its value.
+    /// Returns the fingerprint set.
     async fn connector_secret_set(
         &self,
         connector: &str,
         secret: Option<&crate::model::secret::ConnectorSecret>,
         actor: &str,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<Option<String>>;
     /// Every stored credential, as its header and fingerprint.
     async fn connector_secrets(&self) -> StoreResult<Vec<super::SecretView>>;
     /// Resolve an open ticket with one of its allowed actions, audited.

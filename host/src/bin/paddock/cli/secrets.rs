@@ -1,7 +1,9 @@
-//! `paddock connector secret set|clear|list`: connector credentials. The
-//! value is read from an environment variable, a file or stdin — never from
-//! the command line, where `ps` and shell history would keep it — and no
-//! command prints it: only its header and fingerprint.
+//! `paddock connector secret set|clear|list|rotate-key`: connector
+//! credentials. The value is read from an environment variable, a file or
+//! stdin — never from the command line, where `ps` and shell history would
+//! keep it — and no command prints it: only its header and keyed
+//! fingerprint. Values are sealed at rest under the host key in
+//! `PADDOCK_SECRET_KEY_FILE`; `rotate-key` replaces that key.
 
 use super::Host;
 use anyhow::Context;
@@ -34,6 +36,10 @@ pub enum SecretCmd {
     Clear { connector: String },
     /// Every connector credential: header, fingerprint, who set it, when.
     List,
+    /// Replace the host key that seals every secret (the file named by
+    /// PADDOCK_SECRET_KEY_FILE): all secrets are re-sealed under a new key
+    /// in one transaction, audited; their fingerprints change with the key.
+    RotateKey,
 }
 
 pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<()> {
@@ -50,10 +56,12 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
                 None => ConnectorSecret::bearer(&value),
             }
             .map_err(anyhow::Error::msg)?;
-            host.store
+            let fingerprint = host
+                .store
                 .connector_secret_set(&connector, Some(&secret), actor)
-                .await?;
-            println!("connector {connector} secret set: {secret}");
+                .await?
+                .unwrap_or_default();
+            println!("connector {connector} secret set: {secret} ({fingerprint})");
         }
         SecretCmd::Clear { connector } => {
             host.store
@@ -62,6 +70,16 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
             println!("connector {connector} secret cleared");
         }
         SecretCmd::List => print_secrets(&host.store.connector_secrets().await?),
+        SecretCmd::RotateKey => {
+            let rotation = host.store.secrets_rotate_key(actor).await?;
+            let file = host.store.secret_key_config().key_file.clone();
+            println!(
+                "host key rotated: {} secret(s) re-sealed under key {} in {}",
+                rotation.secrets,
+                rotation.key_id,
+                file.map_or("?".into(), |f| f.display().to_string())
+            );
+        }
     }
     Ok(())
 }
@@ -69,12 +87,12 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
 /// `connector secret list`, from the database or `GET /v1/connectors/secrets`.
 pub fn print_secrets(secrets: &[SecretView]) {
     println!(
-        "{:<16} {:<16} {:<20} {:<12} set at",
+        "{:<16} {:<16} {:<21} {:<12} set at",
         "connector", "header", "fingerprint", "set by"
     );
     for s in secrets {
         println!(
-            "{:<16} {:<16} {:<20} {:<12} {}",
+            "{:<16} {:<16} {:<21} {:<12} {}",
             s.connector,
             s.header,
             s.fingerprint,

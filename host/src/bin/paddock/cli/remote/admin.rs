@@ -271,6 +271,11 @@ async fn secret(client: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
                 client.send(client.get("/v1/connectors/secrets")).await?;
             print_secrets(&secrets);
         }
+        // The key file is the server host's: rotating it is a local act.
+        SecretCmd::RotateKey => anyhow::bail!(
+            "connector secret rotate-key runs on the host that holds the key file \
+             (PADDOCK_SECRET_KEY_FILE), without --server"
+        ),
     }
     Ok(())
 }
