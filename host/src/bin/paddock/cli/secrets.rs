@@ -53,13 +53,13 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
             host.store
                 .connector_secret_set(&connector, Some(&secret), actor)
                 .await?;
-            println!("connector {connector} secret set: {secret}");
+            println!("connector {0} secret set: {1}", connector, secret);
         }
         SecretCmd::Clear { connector } => {
             host.store
                 .connector_secret_set(&connector, None, actor)
                 .await?;
-            println!("connector {connector} secret cleared");
+            println!("connector {0} secret cleared", connector);
         }
         SecretCmd::List => print_secrets(&host.store.connector_secrets().await?),
     }
