@@ -171,13 +171,15 @@ async fn an_incident_with_one_takeover_counts_exactly_that_trigger(db: Db) {
 }
 
 /// Every URL form the store accepts, each with a password that must not be
-/// printed, pointing at nothing that answers.
+/// printed. `{pg}` is a PostgreSQL server that answers (the test server,
+/// when there is one), so a connect fails at once on the wrong password
+/// instead of retrying a closed port until its timeout.
 const DATABASE_URLS: &[(&str, &str)] = &[
-    ("postgres://app:pw-s3cret/x?y@127.0.0.1:1/db", "pw-s3cret"),
-    ("postgres://app:pw%2Fs3cret%3F@127.0.0.1:1/db", "s3cret"),
-    ("postgresql://app:pw@s3cret#x@127.0.0.1:1/db", "s3cret"),
+    ("postgres://app:pw-s3cret/x?y@{pg}/db", "pw-s3cret"),
+    ("postgres://app:pw%2Fs3cret%3F@{pg}/db", "s3cret"),
+    ("postgresql://app:pw@s3cret#x@{pg}/db", "s3cret"),
     (
-        "postgres://127.0.0.1:1/db?user=app&password=pw-s3cret",
+        "postgres://{pg}/db?user=app&password=pw-s3cret",
         "pw-s3cret",
     ),
     (
@@ -192,11 +194,23 @@ const DATABASE_URLS: &[(&str, &str)] = &[
 
 #[test]
 fn a_failing_connect_prints_no_database_password_in_any_form() {
+    let pg = std::env::var("PADDOCK_TEST_DATABASE_URL")
+        .ok()
+        .and_then(|url| reqwest::Url::parse(&url).ok())
+        .and_then(|url| {
+            Some(format!(
+                "{}:{}",
+                url.host_str()?,
+                url.port().unwrap_or(5432)
+            ))
+        })
+        .unwrap_or_else(|| "127.0.0.1:1".into());
     for (url, password) in DATABASE_URLS {
+        let url = url.replace("{pg}", &pg);
         for args in [&["trigger", "list"][..], &["status"], &["serve"]] {
             let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
                 .arg("--database-url")
-                .arg(url)
+                .arg(&url)
                 .args(args)
                 .env("PADDOCK_LOG", "paddock=debug")
                 .output()
