@@ -76,7 +76,7 @@ impl ApiServer {
         let app = routes::router(state);
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
-                tracing::warn!(error = %e, "API listener stopped");
+                tracing::warn!(error = %crate::model::text::Esc(&e), "API listener stopped");
             }
         });
         Ok(Self { addr, task })

@@ -14,10 +14,13 @@
 //! | `admission.rs` | which tenants a resource group admits |
 //! | `shares.rs` | groups' minimum shares and the recovery lane's share and ramp |
 //! | `audit.rs` | the audit log's hash chain |
+//! | `dburl.rs` | database URLs as printed: the password hidden in every form the store accepts |
 //! | `gates.rs` | pause, resume and cancel at five scopes: [`gates::GateScope`], their reports, late fires at resume |
 //! | `backlog.rs` | a group's backlog, arrival and success rates over a window, the drain ETA |
 //! | `report.rs` | `paddock report`: incident classes and auto-closure, cost per correct result, conservation checks |
+//! | `origin.rs` | a connector's base URL rule (no user info) and the redaction of a credential echoed in an answer |
 //! | `output.rs` | a run's result bytes in JSON: the value, UTF-8 text or base64, and which |
+//! | `text.rs` | people's text as printed: control characters escaped ([`text::escape`], [`text::Esc`]) in every CLI printer and log field |
 //! | `tickets.rs` | the two-person rule: high-risk actions (ticket resolutions, the global resume), who is a different person, the local command line's approvals |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
@@ -28,12 +31,14 @@ pub mod audit;
 pub mod backlog;
 pub mod capability;
 pub mod caps;
+pub mod dburl;
 pub mod envelope;
 pub mod fencing;
 pub mod gates;
 pub mod grants;
 pub mod group;
 pub mod identity;
+pub mod origin;
 pub mod output;
 pub mod plan;
 pub mod report;
@@ -42,6 +47,7 @@ pub mod review;
 pub mod secret;
 pub mod shares;
 pub mod state;
+pub mod text;
 pub mod tickets;
 pub mod time;
 pub mod units;

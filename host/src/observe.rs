@@ -94,7 +94,7 @@ impl Observer {
         let snapshot = match self.store.metrics_snapshot().await {
             Ok(snapshot) => Some(snapshot),
             Err(e) => {
-                tracing::warn!(error = %e, "metrics: the database could not be read");
+                tracing::warn!(error = %crate::model::text::Esc(&e), "metrics: the database could not be read");
                 None
             }
         };
@@ -120,7 +120,7 @@ impl Observer {
         match tokio::time::timeout(READY_TIMEOUT, self.store.schema_state()).await {
             Err(_) => Readiness::NotReady("database did not answer in time".into()),
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "readyz: database unreachable");
+                tracing::warn!(error = %crate::model::text::Esc(&e), "readyz: database unreachable");
                 Readiness::NotReady("database unreachable".into())
             }
             Ok(Ok(schema)) if !schema.current() => Readiness::NotReady(format!(

@@ -297,7 +297,9 @@ impl Store {
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             Dialect::Postgres
         } else {
-            return Err(StoreError::UnsupportedUrl(url.to_string()));
+            return Err(StoreError::UnsupportedUrl(
+                crate::model::dburl::redacted_url(url),
+            ));
         };
         // `sqlite::memory:` is a private file removed with the store.
         let audit = audit::Seal::new(AuditConfig::from_env(url));

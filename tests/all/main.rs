@@ -78,6 +78,8 @@ mod ledger;
 mod metrics;
 mod migrations;
 mod node;
+mod origin;
+mod output;
 mod procs;
 mod quotas;
 mod registration;

@@ -192,6 +192,8 @@ pub async fn connector_put(
             connector.name
         )));
     }
+    crate::model::origin::check_base_url(&connector.base_url)
+        .map_err(|e| ApiError::bad_request(format!("base_url: {e}")))?;
     api.store.connector_put(&connector, &caller.actor()).await?;
     Ok(Json(connector))
 }

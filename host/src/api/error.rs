@@ -69,7 +69,7 @@ impl std::fmt::Display for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
-            tracing::error!(message = %self.message, "API request failed");
+            tracing::error!(message = %crate::model::text::Esc(&self.message), "API request failed");
         }
         (self.status, Json(self.body())).into_response()
     }

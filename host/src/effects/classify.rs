@@ -80,6 +80,11 @@ fn brief(body: &[u8]) -> String {
     text.chars().take(300).collect()
 }
 
+/// Why a redirect answer is refused, and the fix.
+pub const NO_REDIRECTS: &str = "the downstream redirects, and connectors do not follow redirects \
+     (a credential never goes to another origin): set the connector's base URL to the final origin \
+     (`paddock connector set NAME --base-url URL`)";
+
 /// Classify an answer. The rules (reference ledger's table, generalised):
 ///
 /// | answer | verdict |
@@ -89,6 +94,8 @@ fn brief(body: &[u8]) -> String {
 /// | 422 `key_conflict` | key conflict |
 /// | 400, 404, 405, 413, 414, 415 | invalid |
 /// | 408, 425, 429, 5xx | transient (nothing committed) |
+/// | 301, 302, 307, 308 (and any other 3xx) | invalid: redirects are not followed, the request was not applied here ([`NO_REDIRECTS`]) |
+/// | 303 See Other | **unknown**: after a POST it may mean "done, see there" |
 /// | any other 4xx (422 `insufficient_balance`, ...) | failed (permanent) |
 /// | no connection made | transient |
 /// | sent, no answer (timeout, reset) | **unknown**, never failed |
@@ -113,6 +120,12 @@ pub fn classify(answer: &Answer) -> Verdict {
                 400 | 404 | 405 | 413 | 414 | 415 => {
                     Verdict::Invalid(format!("{status}: {}", brief(body)))
                 }
+                // "Done, the result is elsewhere" after a POST: it may have
+                // been applied, so it is settled by a query at this origin.
+                303 => Verdict::Unknown(format!("303 See Other: {NO_REDIRECTS}")),
+                // Moved, or "repeat it there": not applied here, and never
+                // sent there. A permanent failure until the base URL changes.
+                300..=399 => Verdict::Invalid(format!("{status}: {NO_REDIRECTS}")),
                 408 | 425 | 429 | 500..=599 => {
                     Verdict::Transient(format!("{status}: {}", brief(body)))
                 }
@@ -280,6 +293,17 @@ mod tests {
             classify(&status(503, r#"{"error":"injected_fault"}"#)),
             Verdict::Transient(_)
         ));
+    }
+
+    #[test]
+    fn a_redirect_is_refused_naming_the_fix_and_see_other_is_unknown() {
+        for code in [301, 302, 307, 308] {
+            match classify(&status(code, "")) {
+                Verdict::Invalid(why) => assert!(why.contains("--base-url"), "{why}"),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        assert!(matches!(classify(&status(303, "")), Verdict::Unknown(_)));
     }
 
     #[test]

@@ -418,7 +418,7 @@ impl EffectGateway {
     /// what was written, so it must not go on either.
     fn store_error(&self, caller: &Caller<'_>, e: StoreError) -> EffectError {
         if !matches!(e, StoreError::LeaseLost { .. }) {
-            tracing::warn!(trigger_id = caller.lease.trigger_id, error = %e, "effect bookkeeping failed");
+            tracing::warn!(trigger_id = caller.lease.trigger_id, error = %crate::model::text::Esc(&e), "effect bookkeeping failed");
         }
         if let Some(stop) = caller.stop {
             stop.request(StopReason::LeaseLost);
@@ -428,7 +428,7 @@ impl EffectGateway {
 
     async fn count(&self, name: &str) {
         if let Err(e) = self.store.counter_add(name, 1).await {
-            tracing::warn!(counter = name, error = %e, "counter not written");
+            tracing::warn!(counter = name, error = %crate::model::text::Esc(&e), "counter not written");
         }
     }
 

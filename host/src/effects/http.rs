@@ -10,8 +10,15 @@
 //! A connect error means nothing was sent; any other failure after the
 //! request left (timeout, reset, unreadable body) is [`Answer::Lost`]:
 //! unknown, never failed.
+//!
+//! A connector stays at its origin: redirects are never followed (a 3xx is
+//! an answer, classified in `classify.rs`), so neither the request nor its
+//! credential reaches another host. Every answer body and error text is
+//! redacted of the connector's credential ([`crate::model::origin`]) here,
+//! before the gateway, the guest, a ticket or a log can keep it.
 
 use super::classify::{Answer, Found};
+use crate::model::origin;
 use crate::model::secret::ConnectorSecret;
 use crate::store::ConnectorRecord;
 use std::time::Duration;
@@ -49,6 +56,14 @@ pub struct Endpoint<'a> {
     /// Over it, the answer is lost (an unknown outcome), never stored:
     /// the calling group's `effect_response` cap, or [`MAX_BODY`].
     pub max_body: usize,
+}
+
+impl Endpoint<'_> {
+    /// Every form of the credential this call carries (see
+    /// [`origin::credentials`]).
+    fn credentials(&self) -> Vec<String> {
+        origin::credentials(&self.record.base_url, self.secret.map(|s| s.expose()))
+    }
 }
 
 /// The connector's credential on the request, marked sensitive (reqwest
@@ -93,8 +108,13 @@ async fn bounded_body(mut response: reqwest::Response, max: usize) -> Result<Vec
     }
 }
 
+/// An error's text with its causes, without the URL (which may carry a
+/// stored row's user info).
 fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
+    if let Some(url) = e.url() {
+        text = text.replace(url.as_str(), &origin::shown_base_url(url.as_str()));
+    }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         text.push_str(" <- ");
@@ -109,6 +129,8 @@ impl HttpConnector {
         Self {
             client: reqwest::Client::builder()
                 .pool_idle_timeout(Duration::from_secs(30))
+                // Never to another origin, with or without the credential.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("reqwest client with default TLS config"),
         }
@@ -119,6 +141,34 @@ impl HttpConnector {
     }
 
     pub async fn send(
+        &self,
+        endpoint: Endpoint<'_>,
+        action: &str,
+        key: &str,
+        token: i64,
+        request_id: &str,
+        payload: &[u8],
+    ) -> Answer {
+        let credentials = endpoint.credentials();
+        match self
+            .send_raw(endpoint, action, key, token, request_id, payload)
+            .await
+        {
+            Answer::Status {
+                status,
+                replayed,
+                body,
+            } => Answer::Status {
+                status,
+                replayed,
+                body: origin::redact(&body, &credentials).into_owned(),
+            },
+            Answer::NotSent(why) => Answer::NotSent(origin::redact_text(&why, &credentials)),
+            Answer::Lost(why) => Answer::Lost(origin::redact_text(&why, &credentials)),
+        }
+    }
+
+    async fn send_raw(
         &self,
         Endpoint {
             record: c,
@@ -160,7 +210,17 @@ impl HttpConnector {
         }
     }
 
-    pub async fn query(
+    pub async fn query(&self, endpoint: Endpoint<'_>, key: &str) -> Found {
+        let credentials = endpoint.credentials();
+        match self.query_raw(endpoint, key, &credentials).await {
+            Found::Undecided(why) => Found::Undecided(origin::redact_text(&why, &credentials)),
+            found => found,
+        }
+    }
+
+    /// The body is redacted before it is read as a record, so the record
+    /// kept as ticket evidence is redacted too.
+    async fn query_raw(
         &self,
         Endpoint {
             record: c,
@@ -168,6 +228,7 @@ impl HttpConnector {
             max_body,
         }: Endpoint<'_>,
         key: &str,
+        credentials: &[String],
     ) -> Found {
         let url = Self::url(c, &format!("operations/{}", encode_segment(key)));
         let response = match with_secret(self.client.get(url), secret)
@@ -183,7 +244,8 @@ impl HttpConnector {
             200 => match bounded_body(response, max_body.saturating_mul(2).max(64 << 10))
                 .await
                 .and_then(|b| {
-                    serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string())
+                    serde_json::from_slice::<serde_json::Value>(&origin::redact(&b, credentials))
+                        .map_err(|e| e.to_string())
                 }) {
                 Ok(record) => {
                     let status = record.get("status").and_then(|s| s.as_u64()).unwrap_or(0);
@@ -203,6 +265,10 @@ impl HttpConnector {
                 }
                 Err(e) => Found::Undecided(format!("query answer unreadable: {e}")),
             },
+            redirect @ 300..=399 => Found::Undecided(format!(
+                "query answered {redirect}: {}",
+                super::classify::NO_REDIRECTS
+            )),
             other => Found::Undecided(format!("query answered {other}")),
         }
     }

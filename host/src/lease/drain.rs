@@ -117,7 +117,7 @@ pub(super) async fn report(
                 entry.attempts = t.attempts;
             }
             Err(e) => {
-                tracing::warn!(trigger_id = summary.trigger_id, error = %e, "drain: could not read trigger")
+                tracing::warn!(trigger_id = summary.trigger_id, error = %crate::model::text::Esc(&e), "drain: could not read trigger")
             }
         }
         if let Ok(Some((seq, _))) = store.checkpoint_load(summary.trigger_id).await {

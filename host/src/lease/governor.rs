@@ -85,7 +85,7 @@ pub async fn govern_once(store: &Store, gauges: &Gauges) -> StoreResult<Round> {
         if store.group_effective_set(&group.name, &capacity).await? {
             round.effective_moved += 1;
             tracing::info!(
-                group = %group.name,
+                group = %crate::model::text::Esc(&group.name),
                 effective_concurrency = capacity.effective,
                 binding = capacity.binding,
                 samples = observed.samples,
@@ -100,8 +100,8 @@ pub async fn govern_once(store: &Store, gauges: &Gauges) -> StoreResult<Round> {
                 .await?
         {
             round.ramps_moved += 1;
-            tracing::info!(group = %group.name, from_pct = ramp.pct, to_pct = step.to_pct,
-                why = %step.why, "recovery ramp moved");
+            tracing::info!(group = %crate::model::text::Esc(&group.name), from_pct = ramp.pct, to_pct = step.to_pct,
+                why = %crate::model::text::Esc(&step.why), "recovery ramp moved");
         }
         if hold_group(store, gauges, &group.name, breakers.get(&group.name)).await? {
             round.group_holds_moved += 1;
@@ -115,8 +115,12 @@ pub async fn govern_once(store: &Store, gauges: &Gauges) -> StoreResult<Round> {
     for change in store.tenant_holds_refresh().await? {
         round.tenant_holds_moved += 1;
         match &change.held {
-            Some(why) => tracing::warn!(tenant = %change.tenant, why = %why, "tenant held"),
-            None => tracing::info!(tenant = %change.tenant, "tenant released"),
+            Some(why) => {
+                tracing::warn!(tenant = %crate::model::text::Esc(&change.tenant), why = %crate::model::text::Esc(&why), "tenant held")
+            }
+            None => {
+                tracing::info!(tenant = %crate::model::text::Esc(&change.tenant), "tenant released")
+            }
         }
     }
     Ok(round)
@@ -160,7 +164,7 @@ async fn hold_group(
                 .group_hold(group, &why, &gauges.runner_id, until)
                 .await?;
             if new {
-                tracing::warn!(group, why = %why, "group held: claims stop until the breaker lets a probe through");
+                tracing::warn!(group, why = %crate::model::text::Esc(&why), "group held: claims stop until the breaker lets a probe through");
             }
             Ok(new)
         }
@@ -192,7 +196,7 @@ pub fn spawn_governor(store: Store, gauges: Gauges, every: Duration) -> Governor
         loop {
             tick.tick().await;
             if let Err(e) = govern_once(&store, &gauges).await {
-                tracing::warn!(error = %e, "governor round failed; will retry");
+                tracing::warn!(error = %crate::model::text::Esc(&e), "governor round failed; will retry");
             }
         }
     }))

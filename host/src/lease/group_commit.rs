@@ -139,7 +139,7 @@ async fn commit(store: &dyn RunnerStore, batch: Vec<Pending>) {
         // The batch failed as a whole (the database, not a token): commit
         // one by one so each attempt gets its own answer.
         Err(e) => {
-            tracing::warn!(error = %e, size = batch.len(), "group commit failed; committing one by one");
+            tracing::warn!(error = %crate::model::text::Esc(&e), size = batch.len(), "group commit failed; committing one by one");
             for pending in batch {
                 let result = store.attempt_finish(&pending.lease, &pending.end).await;
                 let _ = pending.reply.send(result);

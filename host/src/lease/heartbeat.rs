@@ -275,7 +275,7 @@ async fn renew(
         })) => {
             tracing::warn!(
                 trigger_id,
-                %expected,
+                expected = %crate::model::text::Esc(&expected),
                 ?found,
                 "lease lost; interrupting guest"
             );
@@ -286,7 +286,7 @@ async fn renew(
         }
         Ok(Err(e)) => {
             kept.missed += 1;
-            tracing::warn!(trigger_id, missed = kept.missed, error = %e, "heartbeat failed");
+            tracing::warn!(trigger_id, missed = kept.missed, error = %crate::model::text::Esc(&e), "heartbeat failed");
         }
         Err(_) => {
             kept.missed += 1;

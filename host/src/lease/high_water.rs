@@ -65,7 +65,7 @@ impl HighWater {
                     "high-water mark reached: claims held"
                 );
                 if let Err(e) = store.counter_add(counter, 1).await {
-                    tracing::warn!(counter, error = %e, "counter not written");
+                    tracing::warn!(counter, error = %crate::model::text::Esc(&e), "counter not written");
                 }
             } else if was && !now {
                 tracing::info!(

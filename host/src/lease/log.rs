@@ -24,8 +24,8 @@ pub(super) fn claimed(claim: &Claim) {
     tracing::info!(
         event = "trigger_claimed",
         trigger_id = claim.trigger_id,
-        plan_key = %claim.plan_key,
-        job_id = %claim.job_id,
+        plan_key = %crate::model::text::Esc(&claim.plan_key),
+        job_id = %crate::model::text::Esc(&claim.job_id),
         attempt = claim.attempt_id,
         attempt_no = claim.attempt_no,
         fencing_token = claim.fencing_token.get(),
@@ -46,8 +46,8 @@ pub(super) fn ended(claim: &Claim, summary: &AttemptSummary) {
     tracing::info!(
         event,
         trigger_id = claim.trigger_id,
-        plan_key = %claim.plan_key,
-        job_id = %claim.job_id,
+        plan_key = %crate::model::text::Esc(&claim.plan_key),
+        job_id = %crate::model::text::Esc(&claim.job_id),
         attempt = claim.attempt_id,
         attempt_no = claim.attempt_no,
         fencing_token = claim.fencing_token.get(),

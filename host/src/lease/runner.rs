@@ -259,7 +259,9 @@ impl Runner {
             match self.claim_and_spawn(&mut running).await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "claim failed; will retry"),
+                Err(e) => {
+                    tracing::warn!(error = %crate::model::text::Esc(&e), "claim failed; will retry")
+                }
             }
             while running.try_join_next().is_some() {}
             tokio::select! {
@@ -281,7 +283,7 @@ impl Runner {
             tokio::select! {
                 joined = running.join_next() => match joined {
                     Some(Ok(summary)) => ended.push(summary),
-                    Some(Err(e)) => tracing::error!(error = %e, "attempt task failed"),
+                    Some(Err(e)) => tracing::error!(error = %crate::model::text::Esc(&e), "attempt task failed"),
                     None => break,
                 },
                 _ = &mut pause_at, if !paused => {
@@ -427,7 +429,7 @@ impl Runner {
                 // Not knowing whether older runs are in flight, the guest
                 // must not run: the lease lapses and the trigger is taken
                 // over with token + 1, its overlap judged again then.
-                tracing::warn!(trigger_id = claim.trigger_id, error = %e, "overlap check failed; not running, the lease will lapse");
+                tracing::warn!(trigger_id = claim.trigger_id, error = %crate::model::text::Esc(&e), "overlap check failed; not running, the lease will lapse");
                 summary.outcome = "overlap_check_failed".into();
                 return summary;
             }
@@ -471,7 +473,7 @@ impl Runner {
         match ran {
             Ok((report, policy)) => (report, policy, park.parked_for()),
             Err(host_error) => {
-                tracing::error!(trigger_id = claim.trigger_id, error = %host_error, "attempt could not start");
+                tracing::error!(trigger_id = claim.trigger_id, error = %crate::model::text::Esc(&host_error), "attempt could not start");
                 (
                     RunReport::host_error(host_error),
                     RetryPolicy::host_fallback(),
@@ -496,7 +498,7 @@ impl Runner {
             {
                 Ok(n) => n,
                 Err(e) => {
-                    tracing::warn!(trigger_id = claim.trigger_id, error = %e, "could not count released attempts; judging the budget by attempt number");
+                    tracing::warn!(trigger_id = claim.trigger_id, error = %crate::model::text::Esc(&e), "could not count released attempts; judging the budget by attempt number");
                     0
                 }
             }
@@ -524,7 +526,7 @@ impl Runner {
                 // The trigger is left to its lease, which lapses; a new
                 // claim takes it over with token + 1.
                 if let Err(e) = self.store.attempt_abandon(lease, &end, why).await {
-                    tracing::warn!(trigger_id, error = %e, "could not record the abandoned attempt");
+                    tracing::warn!(trigger_id, error = %crate::model::text::Esc(&e), "could not record the abandoned attempt");
                 }
                 summary.outcome = "lease_lost".into();
             }
@@ -544,7 +546,7 @@ impl Runner {
                     Ok(()) => "released".into(),
                     Err(StoreError::LeaseLost { .. }) => "lease_lost".into(),
                     Err(e) => {
-                        tracing::error!(trigger_id, error = %e, "release failed; the lease will expire and the trigger be taken over");
+                        tracing::error!(trigger_id, error = %crate::model::text::Esc(&e), "release failed; the lease will expire and the trigger be taken over");
                         "release_failed".into()
                     }
                 };
@@ -560,7 +562,7 @@ impl Runner {
                     }
                     Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
                     Err(e) => {
-                        tracing::error!(trigger_id, error = %e, "commit failed; lease will expire and the trigger be retried");
+                        tracing::error!(trigger_id, error = %crate::model::text::Esc(&e), "commit failed; lease will expire and the trigger be retried");
                         summary.outcome = "commit_failed".into();
                     }
                 }

@@ -52,7 +52,7 @@ impl AttemptServices for RunnerServices {
             match self.store.checkpoint_load(self.lease.trigger_id).await {
                 Ok(found) => found.map(|(_, data)| data),
                 Err(e) => {
-                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint load failed");
+                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %crate::model::text::Esc(&e), "checkpoint load failed");
                     None
                 }
             }
@@ -77,7 +77,7 @@ impl AttemptServices for RunnerServices {
                 Err(e) => {
                     // Not knowing whether the write counted, the guest must
                     // not rely on it; stopping is the safe answer.
-                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %e, "checkpoint save failed");
+                    tracing::warn!(trigger_id = self.lease.trigger_id, error = %crate::model::text::Esc(&e), "checkpoint save failed");
                     self.stop.request(StopReason::LeaseLost);
                     Control::LeaseLost
                 }

@@ -5,9 +5,12 @@
 //!
 //! **Incident** over a window `[since, until)` (database clock):
 //!
-//! - **affected**: a trigger with, in the window, an attempt started, a
+//! - **affected**: a trigger with, in the window, a takeover (an attempt
+//!   whose lease lapsed was ended `expired` by the claim of another), a
 //!   fenced write refused (`stale_writes`), an effect whose outcome was
-//!   unknown, a params conflict, or an exception ticket opened.
+//!   unknown, a params conflict, or an exception ticket opened. An attempt
+//!   that simply ran is not an incident: a window of clean successes has
+//!   nothing affected.
 //! - each affected trigger falls in exactly one class, the first that
 //!   applies ([`classify`]): **params conflict** (a `key_conflict` ticket
 //!   about it opened in the window) → **unknown outcome** (one of its

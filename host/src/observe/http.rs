@@ -32,7 +32,7 @@ impl MetricsServer {
             .with_state(observer);
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
-                tracing::warn!(error = %e, "metrics listener stopped");
+                tracing::warn!(error = %crate::model::text::Esc(&e), "metrics listener stopped");
             }
         });
         Ok(Self { addr, task })

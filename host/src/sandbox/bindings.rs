@@ -267,7 +267,7 @@ impl GuestState {
 impl log::Host for GuestState {
     fn log(&mut self, level: log::Level, message: String) {
         self.host_calls += 1;
-        tracing::debug!(target: "paddock::guest", job = %self.invocation.job_id, "{message}");
+        tracing::debug!(target: "paddock::guest", job = %crate::model::text::Esc(&self.invocation.job_id), "{}", crate::model::text::Esc(&message));
         self.log.push(level, &message);
     }
 }

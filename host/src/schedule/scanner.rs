@@ -299,7 +299,7 @@ impl Scanner {
         let compiled = match self.compiled(job) {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(job = %job.job_id, error = %e, "schedule cannot be evaluated; job skipped");
+                tracing::error!(job = %crate::model::text::Esc(&job.job_id), error = %crate::model::text::Esc(&e), "schedule cannot be evaluated; job skipped");
                 return Ok(());
             }
         };
@@ -420,7 +420,9 @@ impl Scanner {
                         });
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "scan failed; will retry next tick"),
+                Err(e) => {
+                    tracing::warn!(error = %crate::model::text::Esc(&e), "scan failed; will retry next tick")
+                }
             }
             tokio::select! {
                 _ = &mut shutdown => break,
@@ -428,7 +430,7 @@ impl Scanner {
             }
         }
         if let Err(e) = self.release_all().await {
-            tracing::warn!(error = %e, "could not release shards; they will lapse");
+            tracing::warn!(error = %crate::model::text::Esc(&e), "could not release shards; they will lapse");
         }
     }
 }

@@ -111,7 +111,7 @@ impl Seal {
             Some(path) => match read_or_create_key(path) {
                 Ok(key) => Some(Key(key)),
                 Err(e) => {
-                    tracing::warn!(error = %e, "audit entries are written unkeyed");
+                    tracing::warn!(error = %crate::model::text::Esc(&e), "audit entries are written unkeyed");
                     None
                 }
             },

@@ -244,14 +244,21 @@ impl ReadStore for Store {
         .await?)
     }
 
+    /// The list people see (API, CLI, reports): a base URL stored with user
+    /// info before `connector set` refused it is shown with it hidden; the
+    /// gateway reads its row whole through `connector_get`.
     async fn connectors_list(&self) -> StoreResult<Vec<ConnectorRecord>> {
-        Ok(sqlx::query_as(self.sql(concat!(
+        let mut rows: Vec<ConnectorRecord> = sqlx::query_as(self.sql(concat!(
             "SELECT ",
             connector_columns!(),
             " FROM connectors ORDER BY name"
         )))
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        for row in &mut rows {
+            row.base_url = crate::model::origin::shown_base_url(&row.base_url).into_owned();
+        }
+        Ok(rows)
     }
 
     async fn effect_get(&self, tenant: &str, key: &str) -> StoreResult<Option<EffectRecord>> {

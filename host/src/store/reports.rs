@@ -5,8 +5,10 @@
 //! its tenant and group filters in SQL.
 //!
 //! - incident: the affected triggers are the union of four small ranges —
-//!   attempts started in the window (`attempts` by `started_at`, no index:
-//!   a scan of attempts, bounded by the history kept), `stale_writes_at`,
+//!   takeovers in the window (attempts ended `expired` by the claim that
+//!   took their trigger over, by `ended_at`; no index: a scan of attempts,
+//!   bounded by the history kept — a clean success is not an incident),
+//!   `stale_writes_at`,
 //!   effects whose life overlaps the window, and tickets opened in it —
 //!   then each one's facts by correlated counts over its own rows
 //!   (`stale_writes_trigger`, `effects_trigger`).
@@ -97,7 +99,7 @@ macro_rules! unknowns {
 
 const INCIDENT: &str = concat!(
     "WITH affected (trigger_id) AS (\
-       SELECT trigger_id FROM attempts WHERE started_at >= ?1 AND started_at < ?2 \
+       SELECT trigger_id FROM attempts WHERE outcome = 'expired' AND ended_at >= ?1 AND ended_at < ?2 \
        UNION SELECT trigger_id FROM stale_writes WHERE at >= ?1 AND at < ?2 \
        UNION SELECT e.trigger_id FROM effects e WHERE ",
     effect_in_window!(),

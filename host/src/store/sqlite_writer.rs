@@ -137,7 +137,7 @@ fn checkpointer(conn: &Connection, commits: &mpsc::Receiver<()>) {
         // retried at the next commit; the writer's own threshold is the
         // backstop.
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::debug!(error = %e, "WAL checkpoint failed; retried after the next commit");
+            tracing::debug!(error = %crate::model::text::Esc(&e), "WAL checkpoint failed; retried after the next commit");
         }
     }
 }

@@ -38,7 +38,7 @@ impl StateChange<'_> {
             tracing::info!(
                 event = "trigger_state",
                 trigger_id,
-                plan_key = %plan_key,
+                plan_key = %crate::model::text::Esc(&plan_key),
                 state = self.state,
                 cause = self.cause,
                 actor = self.actor,
@@ -80,9 +80,9 @@ impl<'a> Created<'a> {
         tracing::info!(
             event = "trigger_created",
             trigger_id = self.trigger_id,
-            plan_key = %self.plan_key,
-            job_id = %self.job_id,
-            origin = %self.origin,
+            plan_key = %crate::model::text::Esc(&self.plan_key),
+            job_id = %crate::model::text::Esc(&self.job_id),
+            origin = %crate::model::text::Esc(&self.origin),
             state = self.state,
             cause = self.origin,
             actor = self.actor,

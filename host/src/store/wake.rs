@@ -88,7 +88,7 @@ impl Store {
                 match result {
                     Ok(()) => backoff = Duration::from_millis(100),
                     Err(e) => {
-                        tracing::warn!(error = %e, "wake listener lost its connection; polling covers the gap");
+                        tracing::warn!(error = %crate::model::text::Esc(&e), "wake listener lost its connection; polling covers the gap");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }

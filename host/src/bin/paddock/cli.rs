@@ -488,7 +488,7 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
         TriggerCmd::Show { id } => print::trigger_detail(&host.store, id).await?,
         TriggerCmd::Approve { id, reason } => {
             host.store.trigger_approve(id, actor, &reason).await?;
-            println!("trigger {id} approved: pending");
+            println!("trigger {0} approved: pending", id);
         }
         TriggerCmd::Cancel { id, reason } => {
             if !host
@@ -498,7 +498,7 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
             {
                 bail!("trigger {id} is not pending, waiting or running");
             }
-            println!("trigger {id}: cancel requested");
+            println!("trigger {0}: cancel requested", id);
         }
         TriggerCmd::Retry { id, reason } => {
             print_retried(id, &host.store.trigger_retry(id, actor, &reason).await?)
@@ -511,10 +511,12 @@ async fn trigger(host: &Host, cmd: TriggerCmd, actor: &str) -> anyhow::Result<Ex
 pub fn print_retried(id: i64, retried: &paddock::store::Retried) {
     match retried {
         paddock::store::Retried::NewRun { trigger, created } => println!(
-            "trigger {id} failed: retried as trigger {trigger}{}",
-            if *created { "" } else { " (asked before)" }
+            "trigger {1} failed: retried as trigger {2}{}",
+            if *created { "" } else { " (asked before)" },
+            id,
+            trigger
         ),
-        paddock::store::Retried::DueNow => println!("trigger {id}: retry due now"),
+        paddock::store::Retried::DueNow => println!("trigger {0}: retry due now", id),
     }
 }
 
@@ -590,18 +592,22 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     );
     if let Some(addr) = node.metrics_addr() {
         // Tests read this line for the port the OS chose.
-        eprintln!("paddock serve: metrics and health on http://{addr}");
+        eprintln!("paddock serve: metrics and health on http://{0}", addr);
     }
     if let Some(addr) = node.api_addr() {
         // Tests read this line for the port the OS chose.
-        eprintln!("paddock serve: admin API on http://{addr}/v1 (GET /v1/openapi.json)");
+        eprintln!(
+            "paddock serve: admin API on http://{0}/v1 (GET /v1/openapi.json)",
+            addr
+        );
     }
     shutdown.await;
     // /readyz answers 503 before the line says so.
     node.begin_drain();
     eprintln!(
-        "paddock serve: draining (no new claims; attempts in flight have {drain_timeout:?} \
-         to finish, then checkpoint and pause)"
+        "paddock serve: draining (no new claims; attempts in flight have {0:?} \
+         to finish, then checkpoint and pause)",
+        drain_timeout
     );
     let report = node.shutdown().await?;
     print::drain_report(&report.drain);

@@ -1,6 +1,31 @@
 //! The `paddock` binary: flags in [`cli`], work in the library (`paddock`),
 //! errors printed here.
 
+// Every line this binary prints passes each value through
+// `paddock::model::text::Esc`: people's text (reasons, names, actors, job
+// names, error messages) reaches the terminal with its control characters
+// escaped, so no value can forge a line or send an escape sequence. These
+// shadow the standard macros in every module below; a value is never
+// captured inline (`{name}`), which would pass it unescaped —
+// `tests/all/output.rs` checks that. Machine output (JSON) is printed by
+// `cli::print::json`, escaped there for JSON.
+macro_rules! println {
+    () => { ::std::println!() };
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {
+        ::std::println!($fmt $(, ::paddock::model::text::Esc(&$arg))*)
+    };
+}
+macro_rules! print {
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {
+        ::std::print!($fmt $(, ::paddock::model::text::Esc(&$arg))*)
+    };
+}
+macro_rules! eprintln {
+    () => { ::std::eprintln!() };
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {
+        ::std::eprintln!($fmt $(, ::paddock::model::text::Esc(&$arg))*)
+    };
+}
 mod cli;
 
 use clap::Parser;
@@ -37,7 +62,7 @@ fn main() -> ExitCode {
             // library's message. Foreign errors whose own text repeats
             // their source (sqlx's) reach anyhow only inside a library
             // error, never directly. `tests/all/cli_errors.rs` checks it.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {0:#}", e);
             ExitCode::FAILURE
         }
     }

@@ -95,7 +95,7 @@ impl EffectGateway {
             | Recovered::Failed(outcome)
             | Recovered::NotFound(outcome) => outcome,
             Recovered::Undecided(why) => {
-                tracing::warn!(%key, %why, "recovery could not decide");
+                tracing::warn!(key = %crate::model::text::Esc(&key), why = %crate::model::text::Esc(&why), "recovery could not decide");
                 return Ok(());
             }
         };
@@ -116,7 +116,9 @@ impl EffectGateway {
                 match gateway.recover(limit).await {
                     Ok(r) if r.scanned > 0 => tracing::info!(?r, "effect recovery scan"),
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "effect recovery scan failed"),
+                    Err(e) => {
+                        tracing::warn!(error = %crate::model::text::Esc(&e), "effect recovery scan failed")
+                    }
                 }
             }
         });

@@ -187,7 +187,7 @@ impl EffectGateway {
                 if let Some(stop) = caller.stop {
                     stop.request(StopReason::LeaseLost);
                 }
-                tracing::warn!(trigger_id = caller.lease.trigger_id, token = %caller.lease.fencing_token, %why, "downstream refused the fencing token");
+                tracing::warn!(trigger_id = caller.lease.trigger_id, token = %caller.lease.fencing_token, why = %crate::model::text::Esc(&why), "downstream refused the fencing token");
                 // Under a stale token the store refuses this write too (and
                 // counts it); the answer is lease-lost either way.
                 let _ = self.store.effect_settle(caller.lease, key, &outcome).await;

@@ -25,7 +25,7 @@ pub(super) async fn open(
     match store.exception_open(&new).await {
         Ok((ticket, _)) => Some(ticket.id),
         Err(e) => {
-            tracing::error!(error = %e, kind, "exception ticket not written");
+            tracing::error!(error = %crate::model::text::Esc(&e), kind, "exception ticket not written");
             None
         }
     }

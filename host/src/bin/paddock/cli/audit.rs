@@ -61,7 +61,9 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
             let entries = host.store.audit_since(since).await?;
             let mut out = std::io::stdout().lock();
             for e in &entries {
-                writeln!(out, "{}", export_line(e))?;
+                // The export is JSON lines: serde escaped C0 in its strings;
+                // the rest is escaped here, the lines kept.
+                writeln!(out, "{}", paddock::model::text::json_safe(&export_line(e)))?;
             }
             out.flush()?;
             if let Err(e) = host.store.audit_verify().await?.result {
@@ -76,7 +78,7 @@ pub async fn audit(host: &Host, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
 
 /// After `audit export`'s lines: the chain does not verify.
 pub fn export_broken(broken: &str) -> ExitCode {
-    eprintln!("audit log BROKEN: {broken}");
+    eprintln!("audit log BROKEN: {0}", broken);
     ExitCode::FAILURE
 }
 
@@ -114,7 +116,7 @@ async fn since_ms(store: &Store, text: &str) -> anyhow::Result<i64> {
 /// database and from `--server` (the server's files).
 pub fn print_verdict(v: &VerifyResponse) -> ExitCode {
     if let Some(broken) = &v.broken {
-        println!("audit log BROKEN: {broken}");
+        println!("audit log BROKEN: {0}", broken);
         println!("first bad entry: {}", v.first_bad.unwrap_or_default());
         return ExitCode::FAILURE;
     }
@@ -122,12 +124,13 @@ pub fn print_verdict(v: &VerifyResponse) -> ExitCode {
     print_keying(v);
     match &v.anchor_file {
         Some(path) => println!(
-            "anchors: {} matched of {} in {path}{}",
+            "anchors: {} matched of {} in {3}{}",
             v.anchors_matched,
             v.anchors,
             v.head
                 .map(|seq| format!("; head {seq} anchored"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            path
         ),
         None => println!(
             "anchors: none (set PADDOCK_AUDIT_ANCHOR_FILE): a truncated tail \
@@ -139,11 +142,13 @@ pub fn print_verdict(v: &VerifyResponse) -> ExitCode {
 
 fn print_keying(v: &VerifyResponse) {
     match (v.keyed_from, v.keyed, &v.key_file) {
-        (Some(1), _, Some(key)) => println!("keyed: every entry's MAC checked ({key})"),
+        (Some(1), _, Some(key)) => println!("keyed: every entry's MAC checked ({0})", key),
         (Some(first), _, Some(key)) => println!(
-            "keyed from entry {first} ({key}); entries 1-{} were written before keying \
+            "keyed from entry {1} ({2}); entries 1-{} were written before keying \
              (hash chain only)",
-            first - 1
+            first - 1,
+            first,
+            key
         ),
         (None, true, _) if v.entries > 0 => {
             println!("keyed: no entry carries a MAC yet (all written before keying)")
@@ -162,12 +167,15 @@ pub async fn anchor_after(store: &Store) {
     match store.audit_anchor().await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => warn_break(&e),
-        Err(e) => eprintln!("warning: audit anchor not written: {e}"),
+        Err(e) => eprintln!("warning: audit anchor not written: {0}", e),
     }
 }
 
 fn warn_break(e: &ChainBreak) {
-    eprintln!("warning: audit anchor not written: {e}; run `paddock audit verify`");
+    eprintln!(
+        "warning: audit anchor not written: {0}; run `paddock audit verify`",
+        e
+    );
 }
 
 /// `paddock serve`'s anchoring: every `every` until the returned task is

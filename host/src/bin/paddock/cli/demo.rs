@@ -43,7 +43,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .db
         .clone()
         .unwrap_or_else(|| format!("sqlite://{}", dir.join("demo.db").display()));
-    println!("== Paddock demo on {url}");
+    println!("== Paddock demo on {0}", url);
     let host = Host::open(&url).await?;
     let actor = "demo";
 
@@ -67,14 +67,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for ((job, state, class), t) in EXPECTED.iter().zip(&triggers) {
         if t.state != *state || t.error_class.as_deref() != *class {
             println!(
-                "!! {job}: expected {state} {class:?}, got {} {:?}",
-                t.state, t.error_class
+                "!! {2}: expected {3} {4:?}, got {} {:?}",
+                t.state, t.error_class, job, state, class
             );
             ok = false;
         }
     }
     if ticked < 2 {
-        println!("!! ticker: expected at least 2 scheduled runs to succeed, got {ticked}");
+        println!(
+            "!! ticker: expected at least 2 scheduled runs to succeed, got {0}",
+            ticked
+        );
         ok = false;
     }
     host.store.close().await;
@@ -131,7 +134,7 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
     let forbidden = args.guests.join("forbidden.wasm");
     match host.registry.component_push_file(&forbidden, actor).await {
         Ok(_) => anyhow::bail!("the forbidden component was accepted"),
-        Err(e) => println!("   refused: {e}"),
+        Err(e) => println!("   refused: {0}", e),
     }
 
     println!("== jobs");
@@ -142,13 +145,13 @@ async fn register(host: &Host, args: &DemoArgs, actor: &str) -> anyhow::Result<(
             .job_apply_file(&path, actor)
             .await
             .with_context(|| format!("applying {}", path.display()))?;
-        println!("   {id}: v{} ({outcome:?})", outcome.version());
+        println!("   {1}: v{} ({2:?})", outcome.version(), id, outcome);
     }
     let (_, again) = host
         .registry
         .job_apply_file(&args.examples.join("hello.toml"), actor)
         .await?;
-    println!("   re-applying hello.toml: {again:?} (idempotent)");
+    println!("   re-applying hello.toml: {0:?} (idempotent)", again);
     Ok(())
 }
 
@@ -209,7 +212,7 @@ async fn run_ticker(host: &Host, args: &DemoArgs, url: &str, actor: &str) -> any
     .await
     // Through the store's error: sqlx's own text repeats its source.
     .map_err(StoreError::from)?;
-    println!("   ticker triggers by state: {ticks:?}");
+    println!("   ticker triggers by state: {0:?}", ticks);
     let ticked = ticks
         .iter()
         .find(|(s, _)| s == "succeeded")

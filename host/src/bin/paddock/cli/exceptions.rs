@@ -180,9 +180,8 @@ pub fn set_record(cmd: ConnectorCmd) -> anyhow::Result<ConnectorRecord> {
     if kind != "http" {
         bail!("connector kind '{kind}' is not supported (use http)");
     }
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        bail!("--base-url must start with http:// or https://");
-    }
+    paddock::model::origin::check_base_url(&base_url)
+        .map_err(|e| anyhow::anyhow!("--base-url: {e}"))?;
     let record = ConnectorRecord {
         name,
         kind,
@@ -394,7 +393,7 @@ pub fn print_ticket(t: &ExceptionRecord, effect: Option<EffectRecord>) -> anyhow
     println!("exception {} ({}) — {}", t.id, t.kind, t.state);
     println!("subject:  {}", t.subject);
     if let Some(key) = &t.effect_key {
-        println!("effect:   {key}");
+        println!("effect:   {0}", key);
         if let Some(e) = effect {
             println!(
                 "          now {} (sends {}, token {}, resolved by {})",
@@ -435,7 +434,8 @@ pub fn print_ticket(t: &ExceptionRecord, effect: Option<EffectRecord>) -> anyhow
         );
     }
     let evidence: serde_json::Value = serde_json::from_str(&t.evidence)?;
-    println!("evidence:\n{}", serde_json::to_string_pretty(&evidence)?);
+    println!("evidence:");
+    super::print::json(&evidence)?;
     Ok(())
 }
 

@@ -66,8 +66,8 @@ pub async fn pause(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result<
 /// What a pause changed (locally or through `--server`).
 pub fn print_paused(scope: &GateScope, r: &PauseReport) {
     println!(
-        "paused {scope}: {} running asked to pause at their next safe point, {} queued paused",
-        r.running_asked, r.queued_paused
+        "paused {2}: {} running asked to pause at their next safe point, {} queued paused",
+        r.running_asked, r.queued_paused, scope
     );
 }
 
@@ -95,9 +95,9 @@ pub fn print_resumed(scope: &GateScope, r: &ResumeReport) {
         return;
     }
     println!(
-        "resumed {scope}: {} paused due again, {} late fires parked and {} skipped by their \
+        "resumed {5}: {} paused due again, {} late fires parked and {} skipped by their \
          misfire policy, {} running no longer asked to pause; {} still held by another gate",
-        r.resumed, r.parked, r.skipped, r.running_unasked, r.still_held
+        r.resumed, r.parked, r.skipped, r.running_unasked, r.still_held, scope
     );
 }
 
@@ -113,16 +113,16 @@ pub async fn cancel(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result
 pub fn print_cancelled(scope: &GateScope, r: &CancelReport) {
     if r.cancelled == 0 && r.stop_requested == 0 {
         println!(
-            "nothing to cancel in {scope}: nothing was live ({} already finished; a cancel \
+            "nothing to cancel in {1}: nothing was live ({} already finished; a cancel \
              never rewrites a finished trigger)",
-            r.already_final
+            r.already_final, scope
         );
     } else {
         println!(
-            "cancelled in {scope}: {} not started or paused, now cancelled; {} running asked \
+            "cancelled in {3}: {} not started or paused, now cancelled; {} running asked \
              to stop (each ends cancelled unless it succeeds first); {} already finished, left \
              as they are",
-            r.cancelled, r.stop_requested, r.already_final
+            r.cancelled, r.stop_requested, r.already_final, scope
         );
     }
 }

@@ -213,7 +213,7 @@ pub fn print_grants(name: &str, now: &[String]) {
     } else {
         now.join(", ")
     };
-    println!("group {name} grants: {now}");
+    println!("group {0} grants: {1}", name, now);
 }
 
 /// `group show`, from the database or `GET /v1/groups/{name}`.
@@ -233,7 +233,10 @@ pub fn print_group(v: &GroupView) {
 
 /// A group just set: what claims enforce now.
 pub fn print_set(name: &str, effective: i64, binding: &str) {
-    println!("group {name} set: effective concurrency {effective} (bound by {binding})");
+    println!(
+        "group {0} set: effective concurrency {1} (bound by {2})",
+        name, effective, binding
+    );
 }
 
 /// `paddock group ...`

@@ -80,11 +80,12 @@ pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, 
         (n, None) => format!("{n} attempt(s) in the last minute"),
     };
     println!(
-        "  observed: {service}{}",
+        "  observed: {1}{}",
         match observed.peak_memory_bytes {
             Some(peak) => format!(", peak memory {}", human_bytes(peak)),
             None => String::new(),
-        }
+        },
+        service
     );
     let capacity = effective_concurrency(group, observed, Some(pool));
     println!("  effective concurrency inputs:");
@@ -95,8 +96,8 @@ pub fn group_show(group: &ResourceGroup, observed: &Observed, load: &GroupLoad, 
             ""
         };
         println!(
-            "    {:<32} {:>8}   {}{mark}",
-            limit.input, limit.limit, limit.detail
+            "    {:<32} {:>8}   {}{3}",
+            limit.input, limit.limit, limit.detail, mark
         );
     }
     println!(
@@ -140,9 +141,9 @@ pub fn group_shares(
     let shares = &group.shares;
     let effective = load.effective_concurrency;
     println!(
-        "  shares: minimum {} slot(s) before other groups' extra; maximum {effective} (the \
+        "  shares: minimum {} slot(s) before other groups' extra; maximum {2} (the \
          effective concurrency, never above the configured max {})",
-        shares.min_share, group.max_concurrency
+        shares.min_share, group.max_concurrency, effective
     );
     println!(
         "  recovery lane (catch-up, backfill, retries): ramp at {}% ({} slots), at most {}% \
@@ -162,8 +163,8 @@ pub fn group_shares(
         }
     );
     match held {
-        Some(why) => println!("  claims: HELD ({why}); held {holds} time(s) so far"),
-        None => println!("  claims: open; held {holds} time(s) so far"),
+        Some(why) => println!("  claims: HELD ({0}); held {1} time(s) so far", why, holds),
+        None => println!("  claims: open; held {0} time(s) so far", holds),
     }
 }
 
@@ -177,6 +178,16 @@ pub fn human_bytes(b: i64) -> String {
     } else {
         format!("{b} B")
     }
+}
+
+/// Machine output: `value` as pretty JSON, its unsafe characters written
+/// as JSON escapes ([`paddock::model::text::json_safe`]) — the one place
+/// this binary prints past the escaping macros (`main.rs`), because JSON
+/// keeps its own line breaks.
+pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    ::std::println!("{}", paddock::model::text::json_safe(&text));
+    Ok(())
 }
 
 /// A result as text: UTF-8 if it is, else its length.
@@ -264,11 +275,11 @@ pub fn trigger_view(view: &TriggerView) {
     println!("  scheduled at  {}", rfc3339(from_millis(t.scheduled_at)));
     println!("  state         {}", t.state);
     if let Some(reason) = &view.waiting {
-        println!("  waiting       {reason}");
+        println!("  waiting       {0}", reason);
     }
     println!("  fencing token {}", t.fencing_token);
     if let Some(c) = &t.error_class {
-        println!("  error class   {c}");
+        println!("  error class   {0}", c);
     }
     if let Some(m) = &t.error_message {
         println!("  error         {}", bounded(m, SHOWN_ERROR));
@@ -296,7 +307,7 @@ pub fn trigger_view(view: &TriggerView) {
         }
         if let Some(log) = a.log.as_deref().filter(|l| !l.is_empty()) {
             for line in bounded(log, SHOWN_LOG).lines() {
-                println!("    | {line}");
+                println!("    | {0}", line);
             }
         }
     }
@@ -305,12 +316,13 @@ pub fn trigger_view(view: &TriggerView) {
 /// `component push`'s answer.
 pub fn pushed(created: bool, digest: &str, manifest: &CapabilityManifest) {
     println!(
-        "{} sha256:{digest}",
+        "{} sha256:{1}",
         if created {
             "stored"
         } else {
             "unchanged (already stored)"
-        }
+        },
+        digest
     );
     self::manifest(manifest);
 }
@@ -329,10 +341,14 @@ pub fn components(components: &[ComponentRecord]) {
 pub fn applied(job: &str, outcome: &ApplyOutcome) {
     match outcome {
         ApplyOutcome::Created { version, digest } => {
-            println!("job {job}: created version {version} (plan digest {digest})")
+            println!(
+                "job {0}: created version {1} (plan digest {2})",
+                job, version, digest
+            )
         }
         ApplyOutcome::Unchanged { version, digest } => println!(
-            "job {job}: unchanged, version {version} already has this content (plan digest {digest})"
+            "job {0}: unchanged, version {1} already has this content (plan digest {2})",
+            job, version, digest
         ),
     }
 }
@@ -392,6 +408,6 @@ pub fn drain_report(drained: &DrainReport) {
         drained.unfinished.len()
     );
     for u in &drained.unfinished {
-        println!("{u}");
+        println!("{0}", u);
     }
 }

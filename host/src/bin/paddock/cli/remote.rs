@@ -243,7 +243,7 @@ async fn trigger(client: &Client, cmd: TriggerCmd) -> anyhow::Result<()> {
                         .json(&ApproveRequest { reason }),
                 )
                 .await?;
-            println!("trigger {id} approved: pending");
+            println!("trigger {0} approved: pending", id);
         }
         TriggerCmd::Cancel { id, reason } => {
             let _: Done = client
@@ -253,7 +253,7 @@ async fn trigger(client: &Client, cmd: TriggerCmd) -> anyhow::Result<()> {
                         .json(&CancelRequest { reason }),
                 )
                 .await?;
-            println!("trigger {id}: cancel requested");
+            println!("trigger {0}: cancel requested", id);
         }
         TriggerCmd::Retry { id, reason } => {
             let retried: paddock::store::Retried = client

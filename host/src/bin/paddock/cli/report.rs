@@ -204,7 +204,7 @@ pub fn price_changes(a: &PriceArgs) -> serde_json::Value {
 /// `GET /v1/reports/incident`).
 pub fn print_incident_report(q: &ReportQuery, i: &Incident, format: &str) -> anyhow::Result<()> {
     match format {
-        "json" => println!("{}", serde_json::to_string_pretty(&incident_json(q, i))?),
+        "json" => super::print::json(&incident_json(q, i))?,
         _ => print_incident(q, i),
     }
     Ok(())
@@ -219,17 +219,14 @@ pub fn print_cost_report(
     format: &str,
 ) -> anyhow::Result<()> {
     match format {
-        "json" => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "since": rfc3339(from_millis(q.since)),
-                "until": rfc3339(from_millis(q.until)),
-                "tenant": q.tenant,
-                "group": q.group,
-                "prices": prices,
-                "lines": costs,
-            }))?
-        ),
+        "json" => super::print::json(&serde_json::json!({
+            "since": rfc3339(from_millis(q.since)),
+            "until": rfc3339(from_millis(q.until)),
+            "tenant": q.tenant,
+            "group": q.group,
+            "prices": prices,
+            "lines": costs,
+        }))?,
         _ => print_costs(q, prices, costs),
     }
     Ok(())
@@ -245,14 +242,11 @@ pub fn show_conservation(
     format_ok(format)?;
     let differences = report::differences(checks);
     match format {
-        "json" => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "books": books,
-                "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
-                "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
-            }))?
-        ),
+        "json" => super::print::json(&serde_json::json!({
+            "books": books,
+            "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
+            "differences": differences.iter().map(|c| check_json(c)).collect::<Vec<_>>(),
+        }))?,
         _ => print_conservation(books, checks),
     }
     Ok(if differences.is_empty() {
@@ -404,8 +398,8 @@ fn print_incident(q: &ReportQuery, i: &Incident) {
     println!("sent to people                 {:>8}", i.to_people);
     match pct(i) {
         Some(p) => println!(
-            "auto-closure                   {p:>7.2}%  (({} + {} + {} + {}) / {})",
-            i.completed, i.stale_refused, u.succeeded, u.failed, i.affected
+            "auto-closure                   {5:>7.2}%  (({} + {} + {} + {}) / {})",
+            i.completed, i.stale_refused, u.succeeded, u.failed, i.affected, p
         ),
         None => println!("auto-closure                          -  (nothing affected)"),
     }
@@ -497,6 +491,6 @@ fn print_conservation(books: &Books, checks: &[Check]) {
     }
     match report::differences(checks).len() {
         0 => println!("conservation: every check balances"),
-        n => println!("conservation: {n} check(s) differ"),
+        n => println!("conservation: {0} check(s) differ", n),
     }
 }

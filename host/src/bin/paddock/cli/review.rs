@@ -73,7 +73,7 @@ pub fn format_ok(format: &str) -> anyhow::Result<()> {
 /// The capability report, from the database or `GET /v1/capabilities`.
 pub fn print_capabilities(reports: &[ComponentReport], format: &str) -> anyhow::Result<()> {
     match format {
-        "json" => println!("{}", serde_json::to_string_pretty(&reports)?),
+        "json" => super::print::json(&reports)?,
         "text" => reports.iter().for_each(print_component),
         other => anyhow::bail!("--format must be text or json, not '{other}'"),
     }
@@ -108,10 +108,11 @@ fn print_component(c: &ComponentReport) {
         }
         for (group, v) in &i.in_groups {
             println!(
-                "    {:<44} [{group}] {} {}",
+                "    {:<44} [{3}] {} {}",
                 i.name,
                 if v.granted { "GRANTED" } else { "denied " },
-                v.why
+                v.why,
+                group
             );
         }
     }
@@ -147,25 +148,25 @@ pub async fn diff(host: &Host, a: &str, b: &str) -> anyhow::Result<()> {
 /// What B adds or drops, from the database or `GET
 /// /v1/components/{a}/diff/{b}`.
 pub fn print_diff(a: &str, b: &str, d: &ManifestDiff) {
-    println!("sha256:{a} → sha256:{b}");
+    println!("sha256:{0} → sha256:{1}", a, b);
     if d.is_empty() {
         println!("  the same capabilities");
         return;
     }
     for name in &d.imports_added {
-        println!("  + import {name}");
+        println!("  + import {0}", name);
     }
     for name in &d.imports_removed {
-        println!("  - import {name}");
+        println!("  - import {0}", name);
     }
     for (name, changes) in &d.imports_changed {
-        println!("  ~ import {name}: {}", changes.join(" "));
+        println!("  ~ import {1}: {}", changes.join(" "), name);
     }
     for name in &d.exports_added {
-        println!("  + export {name}");
+        println!("  + export {0}", name);
     }
     for name in &d.exports_removed {
-        println!("  - export {name}");
+        println!("  - export {0}", name);
     }
 }
 

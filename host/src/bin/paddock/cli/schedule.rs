@@ -114,8 +114,9 @@ pub fn print_backfilled(
     existing: i64,
 ) {
     println!(
-        "backfill of {job}@v{version} in [{from}, {to}): {created} trigger(s) created in the \
-         recovery lane, {existing} time(s) already triggered"
+        "backfill of {0}@v{1} in [{2}, {3}): {4} trigger(s) created in the \
+         recovery lane, {5} time(s) already triggered",
+        job, version, from, to, created, existing
     );
 }
 
@@ -131,16 +132,16 @@ pub fn print_preview(
         println!("{}", preview::line(t, zone));
         n += 1;
     }
-    eprintln!("{n} trigger(s) in [{from}, {to})");
+    eprintln!("{0} trigger(s) in [{1}, {2})", n, from, to);
 }
 
 /// `diff`'s report: the times only in A, only in B, in A's zone.
 pub fn print_diff(a: &str, b: &str, d: &SetDiff, zone: Tz) {
-    println!("only in A ({a}): {}", d.only_a.len());
+    println!("only in A ({1}): {}", d.only_a.len(), a);
     for t in &d.only_a {
         println!("  {}", preview::line(*t, zone));
     }
-    println!("only in B ({b}): {}", d.only_b.len());
+    println!("only in B ({1}): {}", d.only_b.len(), b);
     for t in &d.only_b {
         println!("  {}", preview::line(*t, zone));
     }
@@ -150,12 +151,15 @@ pub fn print_diff(a: &str, b: &str, d: &SetDiff, zone: Tz) {
 /// `skipped`'s report.
 pub fn print_skipped(counts: &[(String, i64)], skipped: &[(String, i64, i64, String)]) {
     for (reason, n) in counts {
-        println!("{reason}: {n} in all");
+        println!("{0}: {1} in all", reason, n);
     }
     for (job, version, at, reason) in skipped {
         println!(
-            "{job}@v{version}  {}  {reason}",
-            paddock::model::time::rfc3339(paddock::model::time::from_millis(*at))
+            "{1}@v{2}  {}  {3}",
+            paddock::model::time::rfc3339(paddock::model::time::from_millis(*at)),
+            job,
+            version,
+            reason
         );
     }
 }

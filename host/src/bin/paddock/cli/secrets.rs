@@ -61,20 +61,23 @@ pub async fn secret(host: &Host, cmd: SecretCmd, actor: &str) -> anyhow::Result<
                 .connector_secret_set(&connector, Some(&secret), actor)
                 .await?
                 .unwrap_or_default();
-            println!("connector {connector} secret set: {secret} ({fingerprint})");
+            println!(
+                "connector {0} secret set: {1} ({2})",
+                connector, secret, fingerprint
+            );
         }
         SecretCmd::Clear { connector } => {
             host.store
                 .connector_secret_set(&connector, None, actor)
                 .await?;
-            println!("connector {connector} secret cleared");
+            println!("connector {0} secret cleared", connector);
         }
         SecretCmd::List => print_secrets(&host.store.connector_secrets().await?),
         SecretCmd::RotateKey => {
             let rotation = host.store.secrets_rotate_key(actor).await?;
             let file = host.store.secret_key_config().key_file.clone();
             println!(
-                "host key rotated: {} secret(s) re-sealed under key {} in {}",
+                "host key rotated: {0} secret(s) re-sealed under key {1} in {2}",
                 rotation.secrets,
                 rotation.key_id,
                 file.map_or("?".into(), |f| f.display().to_string())

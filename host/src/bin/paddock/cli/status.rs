@@ -54,7 +54,7 @@ pub async fn run(args: StatusArgs, database_url: &str) -> anyhow::Result<()> {
 /// `--server` (`GET /v1/status`).
 pub fn print(report: &StatusReport, format: &str) -> anyhow::Result<()> {
     match format {
-        "json" => println!("{}", serde_json::to_string_pretty(&json(report))?),
+        "json" => super::print::json(&json(report))?,
         _ => print_text(report),
     }
     Ok(())

@@ -79,18 +79,21 @@ pub async fn token(host: &Host, cmd: TokenCmd, actor: &str) -> anyhow::Result<()
 /// A token just created: the facts on stderr, its text (once) on stdout.
 pub fn print_created(name: &str, role: Role, fingerprint: &str, expires_at: i64, text: &str) {
     eprintln!(
-        "token {name} ({role}) created, fingerprint {fingerprint}, expires {}; \
+        "token {1} ({2}) created, fingerprint {3}, expires {}; \
          this is the only time its text is shown:",
-        rfc3339(from_millis(expires_at))
+        rfc3339(from_millis(expires_at)),
+        name,
+        role,
+        fingerprint
     );
-    println!("{text}");
+    println!("{0}", text);
 }
 
 pub fn print_revoked(name: &str, revoked: bool) {
     if revoked {
-        println!("token {name} revoked");
+        println!("token {0} revoked", name);
     } else {
-        println!("token {name} was already revoked; nothing changed");
+        println!("token {0} was already revoked; nothing changed", name);
     }
 }
 
@@ -106,13 +109,14 @@ pub fn print_tokens(tokens: &[TokenView]) {
             _ => "active".to_string(),
         };
         println!(
-            "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} {state}",
+            "{:<20} {:<9} {:<12} {:<12} {:<20} {:<20} {6}",
             t.name,
             t.role,
             t.tenant.as_deref().unwrap_or("-"),
             t.fingerprint,
             rfc3339(from_millis(t.created_at)),
             rfc3339(from_millis(t.expires_at)),
+            state
         );
     }
 }

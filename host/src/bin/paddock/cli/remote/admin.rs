@@ -257,14 +257,15 @@ async fn secret(client: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
                 )
                 .await?;
             println!(
-                "connector {connector} secret set: {}",
-                set["secret"].as_str().unwrap_or("?")
+                "connector {1} secret set: {}",
+                set["secret"].as_str().unwrap_or("?"),
+                connector
             );
         }
         SecretCmd::Clear { connector } => {
             let path = format!("/v1/connectors/{}/secret", segment(&connector));
             let _: serde_json::Value = client.send(client.delete(&path)).await?;
-            println!("connector {connector} secret cleared");
+            println!("connector {0} secret cleared", connector);
         }
         SecretCmd::List => {
             let secrets: Vec<SecretView> =

@@ -57,7 +57,11 @@ pub async fn audit(client: &Client, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
             let (body, headers) = client
                 .fetch(client.get("/v1/audit/export").query(&[("since", since)]))
                 .await?;
-            print!("{}", String::from_utf8_lossy(&body));
+            // JSON lines, escaped as `audit export` prints them locally.
+            ::std::print!(
+                "{}",
+                paddock::model::text::json_safe(&String::from_utf8_lossy(&body))
+            );
             let chain = headers
                 .get(CHAIN_HEADER)
                 .and_then(|v| v.to_str().ok())
