@@ -20,10 +20,12 @@
 //! | `tickets.rs` | exception tickets' two-person rule: high-risk actions, who is a different person |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
+//! | `bounds.rs` | the documented limit of every number a person sends, one check each |
 
 pub mod attempt;
 pub mod audit;
 pub mod backlog;
+pub mod bounds;
 pub mod capability;
 pub mod caps;
 pub mod fencing;

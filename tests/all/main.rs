@@ -48,6 +48,7 @@ macro_rules! db_test {
 mod api;
 mod audit;
 mod bad_input;
+mod bounds;
 mod capabilities;
 mod cli_errors;
 mod conformance;
