@@ -84,20 +84,7 @@ impl Store {
             .await?;
             created.extend(inserted);
         }
-        // Counted after the inserts, in the same transaction: times
-        // already triggered add nothing, and a refusal rolls back every row.
-        let waiting: i64 = sqlx::query_scalar(self.sql(concat!(
-            "SELECT count(*) FROM triggers WHERE tenant = ? AND origin = 'backfill' AND state IN (",
-            trigger_state!(pending),
-            ", ",
-            trigger_state!(retry_wait),
-            ")"
-        )))
-        .bind(&job.tenant)
-        .fetch_one(&mut *tx)
-        .await?;
-        crate::model::bounds::backfill_pending(&job.tenant, waiting)
-            .map_err(StoreError::OutOfBounds)?;
+        self.refuse_over_waiting_limit(&mut tx, &job.tenant).await?;
         let done = Backfilled {
             created: created.len() as i64,
             existing: (times.len() - created.len()) as i64,
@@ -133,5 +120,23 @@ impl Store {
             .log();
         }
         Ok(done)
+    }
+
+    /// Refuse when `tenant` has more backfill triggers waiting to run
+    /// than [`crate::model::bounds::BACKFILL_PENDING_PER_TENANT`]. Counted
+    /// after the inserts, in the same transaction: times already triggered
+    /// add nothing, and a refusal rolls back every row.
+    async fn refuse_over_waiting_limit(&self, tx: &mut Tx, tenant: &str) -> StoreResult<()> {
+        let waiting: i64 = sqlx::query_scalar(self.sql(concat!(
+            "SELECT count(*) FROM triggers WHERE tenant = ? AND origin = 'backfill' AND state IN (",
+            trigger_state!(pending),
+            ", ",
+            trigger_state!(retry_wait),
+            ")"
+        )))
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+        crate::model::bounds::backfill_pending(tenant, waiting).map_err(StoreError::OutOfBounds)
     }
 }
