@@ -240,7 +240,8 @@ impl TestHost {
             .group_put(
                 ResourceGroup {
                     name: name.into(),
-                    fuel_per_attempt: fuel,
+                    // `i64::MAX` asks for as much as a group may have.
+                    fuel_per_attempt: fuel.min(paddock::model::bounds::FUEL.max),
                     memory_bytes,
                     deadline_ms: deadline.as_millis() as i64,
                     max_concurrency,
