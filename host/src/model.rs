@@ -24,11 +24,13 @@
 //! | `tickets.rs` | the two-person rule: high-risk actions (ticket resolutions, the global resume), who is a different person, the local command line's approvals |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
+//! | `bounds.rs` | the documented limit of every number a person sends, one check each |
 
 pub mod admission;
 pub mod attempt;
 pub mod audit;
 pub mod backlog;
+pub mod bounds;
 pub mod capability;
 pub mod caps;
 pub mod dburl;

@@ -393,15 +393,14 @@ impl Registry {
                 "memory must be between 1 byte and the host's ceiling of {ceiling} bytes"
             )));
         }
-        for (field, value) in [
-            ("fuel", group.fuel_per_attempt),
-            ("deadline", group.deadline_ms),
-            ("concurrency", group.max_concurrency),
-            ("aging", group.aging_ms),
-        ] {
-            if value <= 0 {
-                return Err(bad(format!("{field} must be positive, not {value}")));
-            }
+        use crate::model::bounds::{AGING, Bound, CONCURRENCY, DEADLINE, FUEL};
+        if let Some(problem) = Bound::first_problem([
+            (&FUEL, Some(group.fuel_per_attempt)),
+            (&DEADLINE, Some(group.deadline_ms)),
+            (&CONCURRENCY, Some(group.max_concurrency)),
+            (&AGING, Some(group.aging_ms)),
+        ]) {
+            return Err(bad(problem));
         }
         match serde_json::from_str::<Vec<String>>(&group.grants) {
             Ok(grants) => {

@@ -139,6 +139,10 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A value a person sent is outside its documented limit
+    /// ([`crate::model::bounds`]); nothing was stored.
+    #[error("{0}")]
+    OutOfBounds(String),
     #[error(
         "unsupported database URL '{0}' (use sqlite://PATH, sqlite::memory: or postgres://USER@HOST/DB)"
     )]

@@ -57,6 +57,7 @@ macro_rules! db_test {
 mod api;
 mod audit;
 mod bad_input;
+mod bounds;
 mod capabilities;
 mod cli_errors;
 mod conformance;
@@ -253,7 +254,8 @@ impl TestHost {
             .group_put(
                 ResourceGroup {
                     name: name.into(),
-                    fuel_per_attempt: fuel,
+                    // `i64::MAX` asks for as much as a group may have.
+                    fuel_per_attempt: fuel.min(paddock::model::bounds::FUEL.max),
                     memory_bytes,
                     deadline_ms: deadline.as_millis() as i64,
                     max_concurrency,

@@ -56,10 +56,11 @@ pub async fn recover(
     Extension(caller): Extension<Caller>,
     ApiJson(request): ApiJson<RecoverRequest>,
 ) -> Answer<RecoveryReport> {
-    if !(1..=10_000).contains(&request.limit) {
+    let bound = crate::model::bounds::RECOVER_LIMIT;
+    if !(bound.min..=bound.max).contains(&request.limit) {
         return Err(ApiError::bad_request(format!(
-            "limit must be 1 to 10000, not {}",
-            request.limit
+            "limit must be {} to {}, not {}",
+            bound.min, bound.max, request.limit
         )));
     }
     Ok(Json(

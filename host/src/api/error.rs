@@ -3,7 +3,7 @@
 //!
 //! | code | status | when |
 //! |---|---|---|
-//! | `bad_request` | 400 | malformed JSON, a wrong type, an unknown field, a bad parameter, a refused manifest or component |
+//! | `bad_request` | 400 | malformed JSON, a wrong type, an unknown field, a bad parameter, a value past its documented limit, a refused manifest or component |
 //! | `unauthenticated` | 401 | no token, or a malformed, unknown, revoked or expired one |
 //! | `forbidden` | 403 | the token's role may not do this, or it names another tenant |
 //! | `not_found` | 404 | no such row (or another tenant's) |
@@ -79,6 +79,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound(_) => Self::not_found(error.to_string()),
+            StoreError::OutOfBounds(_) => Self::bad_request(error.to_string()),
             StoreError::Conflict(_)
             | StoreError::LeaseLost { .. }
             | StoreError::ShardLost { .. } => Self::conflict(error.to_string()),

@@ -113,9 +113,10 @@ pub async fn backfill(
     ApiPath(job): ApiPath<String>,
     ApiJson(request): ApiJson<BackfillRequest>,
 ) -> Answer<BackfillResponse> {
+    let max = crate::model::bounds::backfill_max(request.max).map_err(ApiError::bad_request)?;
     preview::check_window(request.from, request.to)?;
     let (schedule, _, version) = preview::of_plan(&api.store, &caller.scope()?, &job).await?;
-    let times: Vec<i64> = preview::times(&schedule, request.from, request.to, request.max)?
+    let times: Vec<i64> = preview::times(&schedule, request.from, request.to, max)?
         .iter()
         .map(|t| t.timestamp_millis())
         .collect();

@@ -295,7 +295,10 @@ pub struct ScheduleDiffResponse {
 }
 
 /// `POST /v1/jobs/{job}/backfill`: `[from, to)`, at most `max` fire times
-/// (default 10,000).
+/// (default and limit 10,000, [`crate::model::bounds::BACKFILL_PER_REQUEST`];
+/// a tenant may have at most
+/// [`crate::model::bounds::BACKFILL_PENDING_PER_TENANT`] backfill triggers
+/// waiting to run).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackfillRequest {
@@ -305,8 +308,8 @@ pub struct BackfillRequest {
     pub max: usize,
 }
 
-/// The most fire times one backfill (and one preview) covers unless told.
-pub const BACKFILL_MAX: usize = 10_000;
+/// The most fire times one backfill (and one preview) covers.
+pub const BACKFILL_MAX: usize = crate::model::bounds::BACKFILL_PER_REQUEST;
 
 fn default_backfill_max() -> usize {
     BACKFILL_MAX

@@ -55,20 +55,18 @@ impl TenantQuota {
         }
     }
 
-    /// The first value out of range, named as the flag and the file spell
-    /// it.
+    /// The first value out of its documented range ([`super::bounds`]),
+    /// named as the flag and the file spell it.
     pub fn problem(&self) -> Option<String> {
-        [
-            ("weight", Some(self.weight)),
-            ("max-in-flight", self.max_in_flight),
-            ("triggers-per-minute", self.triggers_per_minute),
-            ("fuel-per-hour", self.fuel_per_hour),
-        ]
-        .into_iter()
-        .find_map(|(field, value)| match value {
-            Some(v) if v <= 0 => Some(format!("{field} must be positive, not {v}")),
-            _ => None,
-        })
+        use super::bounds::{
+            Bound, FUEL_PER_HOUR, TENANT_MAX_IN_FLIGHT, TRIGGERS_PER_MINUTE, WEIGHT,
+        };
+        Bound::first_problem([
+            (&WEIGHT, Some(self.weight)),
+            (&TENANT_MAX_IN_FLIGHT, self.max_in_flight),
+            (&TRIGGERS_PER_MINUTE, self.triggers_per_minute),
+            (&FUEL_PER_HOUR, self.fuel_per_hour),
+        ])
     }
 }
 
@@ -108,9 +106,13 @@ pub struct CapacityInputs {
 }
 
 impl CapacityInputs {
-    /// The first input that is not a positive, finite number, named as
-    /// the flag and the file spell it.
+    /// The first input that is not a positive, finite number within its
+    /// documented limit ([`super::bounds`]), named as the flag and the
+    /// file spell it.
     pub fn problem(&self) -> Option<String> {
+        use super::bounds::{
+            Bound, CONNECTOR_RATE_MAX, DB_CONNECTIONS, MEMORY_BUDGET, SERVICE_TIME, WORKING_SET,
+        };
         if let Some(rate) = self.connector_rate_per_s
             && !(rate.is_finite() && rate > 0.0)
         {
@@ -118,17 +120,19 @@ impl CapacityInputs {
                 "connector-rate must be a positive number of calls per second, not {rate}"
             ));
         }
-        [
-            ("service-time", self.service_time_ms),
-            ("db-connections", self.db_connections),
-            ("memory-budget", self.memory_budget_bytes),
-            ("working-set", self.working_set_bytes),
-        ]
-        .into_iter()
-        .find_map(|(field, value)| match value {
-            Some(v) if v <= 0 => Some(format!("{field} must be positive, not {v}")),
-            _ => None,
-        })
+        if let Some(rate) = self.connector_rate_per_s
+            && rate > CONNECTOR_RATE_MAX
+        {
+            return Some(format!(
+                "connector-rate must be at most {CONNECTOR_RATE_MAX} calls per second, not {rate}"
+            ));
+        }
+        Bound::first_problem([
+            (&SERVICE_TIME, self.service_time_ms),
+            (&DB_CONNECTIONS, self.db_connections),
+            (&MEMORY_BUDGET, self.memory_budget_bytes),
+            (&WORKING_SET, self.working_set_bytes),
+        ])
     }
 }
 

@@ -222,8 +222,10 @@ impl Default for Prices {
 }
 
 impl Prices {
-    /// Set one by name; an unknown name, a negative or non-finite value, or
-    /// a zero fuel conversion is refused with the problem named.
+    /// Set one by name; an unknown name, a negative or non-finite value, a
+    /// value over its limit ([`super::bounds::PRICE_MAX`],
+    /// [`super::bounds::FUEL_PER_CPU_SECOND_MAX`]) or a zero fuel
+    /// conversion is refused with the problem named.
     pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
         if !value.is_finite() || value < 0.0 {
             return Err(format!(
@@ -231,6 +233,12 @@ impl Prices {
                 name.replace('_', "-")
             ));
         }
+        let flag = format!("--{}", name.replace('_', "-"));
+        let max = match name {
+            "fuel_per_cpu_second" => super::bounds::FUEL_PER_CPU_SECOND_MAX,
+            _ => super::bounds::PRICE_MAX,
+        };
+        super::bounds::check_real(&flag, value, false, max)?;
         let slot = match name {
             "fuel_per_cpu_second" if value == 0.0 => {
                 return Err("--fuel-per-cpu-second: must be more than 0".into());

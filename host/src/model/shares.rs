@@ -56,13 +56,7 @@ impl GroupShares {
                 self.recovery_share_pct
             ));
         }
-        if self.ramp_every_ms <= 0 {
-            return Some(format!(
-                "ramp-every must be positive, not {} ms",
-                self.ramp_every_ms
-            ));
-        }
-        None
+        super::bounds::RAMP_EVERY.check(self.ramp_every_ms).err()
     }
 }
 

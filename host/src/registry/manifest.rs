@@ -131,9 +131,9 @@ impl JobManifest {
         if manifest.version == Some(0) {
             return Err(field_error("version", "versions start at 1"));
         }
-        if manifest.retry.max_attempts == 0 {
-            return Err(field_error("retry.max_attempts", "must be at least 1"));
-        }
+        crate::model::bounds::MAX_ATTEMPTS
+            .check(i64::from(manifest.retry.max_attempts))
+            .map_err(|e| field_error("retry.max_attempts", bound_reason(&e)))?;
         for c in &manifest.connectors {
             check_name("connectors", c)?;
         }
@@ -150,6 +150,14 @@ impl JobManifest {
             parse_duration(&self.retry.backoff).map_err(|e| field_error("retry.backoff", e))?;
         let backoff_max = parse_duration(&self.retry.backoff_max)
             .map_err(|e| field_error("retry.backoff_max", e))?;
+        use crate::model::bounds::{BACKOFF, BACKOFF_MAX, MAX_AGE, MAX_ELAPSED};
+        let within = |bound: &crate::model::bounds::Bound, ms: u64| {
+            bound
+                .check_u64(ms)
+                .map_err(|e| field_error(bound.field, bound_reason(&e)))
+        };
+        within(&BACKOFF, ms_of(backoff))?;
+        within(&BACKOFF_MAX, ms_of(backoff_max))?;
         if backoff_max < backoff {
             return Err(field_error(
                 "retry.backoff_max",
@@ -158,12 +166,18 @@ impl JobManifest {
         }
         let optional = |field: &str, text: &Option<String>| -> Result<Option<u64>, ManifestError> {
             text.as_deref()
-                .map(|t| parse_duration(t).map(|d| d.as_millis() as u64))
+                .map(|t| parse_duration(t).map(ms_of))
                 .transpose()
                 .map_err(|e| field_error(field, e))
         };
         let max_age_ms = optional("retry.max_age", &self.retry.max_age)?;
         let max_elapsed_ms = optional("retry.max_elapsed", &self.retry.max_elapsed)?;
+        if let Some(ms) = max_age_ms {
+            within(&MAX_AGE, ms)?;
+        }
+        if let Some(ms) = max_elapsed_ms {
+            within(&MAX_ELAPSED, ms)?;
+        }
         let params =
             serde_json::to_value(&self.params).map_err(|e| field_error("params", e.to_string()))?;
         let schedule_spec: ScheduleSpec = match &self.schedule {
@@ -200,6 +214,21 @@ impl JobManifest {
             job_type: self.job_type.clone(),
             schedule,
         })
+    }
+}
+
+/// A duration's whole milliseconds; one past 64 bits reads as the largest
+/// (every bound refuses it).
+fn ms_of(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A bound's refusal without its leading field name (the manifest's error
+/// names the field already): `must be at most 100, not 1000`.
+fn bound_reason(refusal: &str) -> String {
+    match refusal.split_once(" must ") {
+        Some((_, rest)) => format!("must {rest}"),
+        None => refusal.to_string(),
     }
 }
 

@@ -309,6 +309,21 @@ impl ScheduleSpec {
                 reason: "must be at least 1".into(),
             });
         }
+        use crate::model::bounds::{Bound, MAX_CATCHUP, SCHEDULE_MAX_IN_FLIGHT};
+        for (bound, value) in [
+            (&SCHEDULE_MAX_IN_FLIGHT, self.overlap.max_in_flight),
+            (&MAX_CATCHUP, self.misfire.max_catchup),
+        ] {
+            let bound: &Bound = bound;
+            if let Err(refusal) = bound.check(i64::from(value)) {
+                return Err(ScheduleError::Invalid {
+                    field: bound.field,
+                    reason: refusal
+                        .split_once(" must ")
+                        .map_or(refusal.clone(), |(_, rest)| format!("must {rest}")),
+                });
+            }
+        }
         if let TriggerSpec::Interval { every, .. } = &self.trigger
             && every.as_secs() == 0
         {

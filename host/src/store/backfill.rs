@@ -21,7 +21,12 @@ pub struct Backfilled {
 
 impl Store {
     /// One recovery-lane trigger of `job_id` at plan `version` per time in
-    /// `times` (ms), due at once; audited as `job.backfill`.
+    /// `times` (ms), due at once; audited as `job.backfill`. Refused, with
+    /// nothing stored, for more than
+    /// [`crate::model::bounds::BACKFILL_PER_REQUEST`] times or when the
+    /// tenant would have more than
+    /// [`crate::model::bounds::BACKFILL_PENDING_PER_TENANT`] backfill
+    /// triggers waiting to run.
     pub async fn triggers_backfill(
         &self,
         job_id: &str,
@@ -36,7 +41,16 @@ impl Store {
         let plan = self.plan_get(job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
+        crate::model::bounds::backfill_max(times.len().max(1)).map_err(StoreError::OutOfBounds)?;
         let (mut tx, _turn) = self.begin_write().await?;
+        if self.dialect == Dialect::Postgres {
+            // Two backfills of one tenant at once would each count the
+            // other's triggers as not there yet: take turns per tenant.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext('backfill:' || $1))")
+                .bind(&job.tenant)
+                .execute(&mut *tx)
+                .await?;
+        }
         self.refuse_if_gated(&mut tx, job_id, version, &job.tenant, &plan.resource_group)
             .await?;
         let mut created = Vec::new();
@@ -70,6 +84,7 @@ impl Store {
             .await?;
             created.extend(inserted);
         }
+        self.refuse_over_waiting_limit(&mut tx, &job.tenant).await?;
         let done = Backfilled {
             created: created.len() as i64,
             existing: (times.len() - created.len()) as i64,
@@ -105,5 +120,23 @@ impl Store {
             .log();
         }
         Ok(done)
+    }
+
+    /// Refuse when `tenant` has more backfill triggers waiting to run
+    /// than [`crate::model::bounds::BACKFILL_PENDING_PER_TENANT`]. Counted
+    /// after the inserts, in the same transaction: times already triggered
+    /// add nothing, and a refusal rolls back every row.
+    async fn refuse_over_waiting_limit(&self, tx: &mut Tx, tenant: &str) -> StoreResult<()> {
+        let waiting: i64 = sqlx::query_scalar(self.sql(concat!(
+            "SELECT count(*) FROM triggers WHERE tenant = ? AND origin = 'backfill' AND state IN (",
+            trigger_state!(pending),
+            ", ",
+            trigger_state!(retry_wait),
+            ")"
+        )))
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+        crate::model::bounds::backfill_pending(tenant, waiting).map_err(StoreError::OutOfBounds)
     }
 }

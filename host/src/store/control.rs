@@ -484,6 +484,12 @@ impl ControlStore for Store {
 
     /// Create or replace a connector, audited.
     async fn connector_put(&self, c: &ConnectorRecord, actor: &str) -> StoreResult<()> {
+        if let Some(problem) = c.problem() {
+            return Err(StoreError::OutOfBounds(format!(
+                "connector '{}': {problem}",
+                c.name
+            )));
+        }
         let (mut tx, _turn) = self.begin_write().await?;
         sqlx::query(self.sql(concat!(
             "INSERT INTO connectors (",

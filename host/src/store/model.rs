@@ -205,7 +205,9 @@ impl From<Flag> for bool {
 }
 
 /// An admin-configured connector (see `migrations/*/0003_effects.sql`).
+/// As `PUT /v1/connectors/{name}`'s body it refuses unknown fields.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
+#[serde(deny_unknown_fields)]
 pub struct ConnectorRecord {
     pub name: String,
     /// `http`.
@@ -232,6 +234,46 @@ pub struct ConnectorRecord {
     pub breaker_min_calls: i64,
     pub breaker_window_ms: i64,
     pub breaker_open_ms: i64,
+}
+
+impl ConnectorRecord {
+    /// The first setting outside its documented limit
+    /// ([`crate::model::bounds`]), named as `paddock connector set`'s flag
+    /// spells it; checked before anything is stored, so the database's own
+    /// CHECK constraints never see a value out of range.
+    pub fn problem(&self) -> Option<String> {
+        use crate::model::bounds::{
+            BREAKER_MIN_CALLS, BREAKER_OPEN, BREAKER_WINDOW, Bound, CONNECTOR_CALL_RATE_MAX,
+            CONNECTOR_CALL_RATE_MIN, PERMITS, TIMEOUT, check_real,
+        };
+        if self.kind != "http" {
+            return Some(format!(
+                "connector kind '{}' is not supported (use http)",
+                self.kind
+            ));
+        }
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Some("base-url must start with http:// or https://".into());
+        }
+        Bound::first_problem([
+            (&TIMEOUT, Some(self.timeout_ms)),
+            (&PERMITS, Some(self.permits)),
+            (&BREAKER_MIN_CALLS, Some(self.breaker_min_calls)),
+            (&BREAKER_WINDOW, Some(self.breaker_window_ms)),
+            (&BREAKER_OPEN, Some(self.breaker_open_ms)),
+        ])
+        .or_else(|| check_real("rate", self.rate_per_sec, false, CONNECTOR_CALL_RATE_MAX).err())
+        .or_else(|| {
+            (self.rate_per_sec > 0.0 && self.rate_per_sec < CONNECTOR_CALL_RATE_MIN).then(|| {
+                format!(
+                    "rate must be 0 (unlimited) or at least {CONNECTOR_CALL_RATE_MIN} calls per \
+                     second, not {}",
+                    self.rate_per_sec
+                )
+            })
+        })
+        .or_else(|| check_real("breaker-failure-rate", self.breaker_failure_rate, true, 1.0).err())
+    }
 }
 
 /// One effect row.

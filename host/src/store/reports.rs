@@ -335,7 +335,7 @@ impl Store {
     pub async fn price_set(&self, changes: &[(String, f64)], actor: &str) -> StoreResult<Prices> {
         let mut after = self.prices().await?;
         for (name, value) in changes {
-            after.set(name, *value).map_err(StoreError::Conflict)?;
+            after.set(name, *value).map_err(StoreError::OutOfBounds)?;
         }
         if changes.is_empty() {
             return Err(StoreError::Conflict(format!(

@@ -526,7 +526,16 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
     if let Some(id) = args.runner_id {
         config = config.id(id);
     }
+    use paddock::model::bounds::{CLAIM_BATCH, LEASE, SERVE_CONCURRENCY};
+    let flag = |e: String| anyhow::anyhow!("--{e}");
     let lease = duration_arg(&args.lease)?;
+    LEASE
+        .check(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+        .map_err(flag)?;
+    SERVE_CONCURRENCY
+        .check(i64::try_from(args.concurrency).unwrap_or(i64::MAX))
+        .map_err(flag)?;
+    CLAIM_BATCH.check(args.claim_batch).map_err(flag)?;
     config.runner = RunnerConfig {
         lease,
         heartbeat_every: match args.heartbeat {
@@ -534,7 +543,7 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
             None => lease / 4,
         },
         max_concurrency: args.concurrency,
-        claim_batch: args.claim_batch.max(1),
+        claim_batch: args.claim_batch,
         poll_interval: duration_arg(&args.poll)?,
         drain_timeout: duration_arg(&args.drain_timeout)?,
         drain_grace: duration_arg(&args.drain_grace)?,

@@ -186,7 +186,7 @@ pub fn set_record(cmd: ConnectorCmd) -> anyhow::Result<ConnectorRecord> {
         name,
         kind,
         base_url,
-        timeout_ms: duration_arg(&timeout)?.as_millis() as i64,
+        timeout_ms: millis_of(&timeout)?,
         permits,
         rate_per_sec: rate,
         compares_tokens,
@@ -194,10 +194,16 @@ pub fn set_record(cmd: ConnectorCmd) -> anyhow::Result<ConnectorRecord> {
         idempotent: !not_idempotent,
         breaker_failure_rate,
         breaker_min_calls,
-        breaker_window_ms: duration_arg(&breaker_window)?.as_millis() as i64,
-        breaker_open_ms: duration_arg(&breaker_open)?.as_millis() as i64,
+        breaker_window_ms: millis_of(&breaker_window)?,
+        breaker_open_ms: millis_of(&breaker_open)?,
     };
     Ok(record)
+}
+
+/// A duration flag in milliseconds; one too long for 63 bits reads as the
+/// largest, which the connector's limits then refuse by name.
+fn millis_of(text: &str) -> anyhow::Result<i64> {
+    Ok(i64::try_from(duration_arg(text)?.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `connector list`, from the database or `GET /v1/connectors` (and the
@@ -295,6 +301,9 @@ pub async fn effects(host: &Host, cmd: EffectsCmd, actor: &str) -> anyhow::Resul
     match cmd {
         EffectsCmd::List { limit } => effects_table(&host.store.effects_list(limit).await?),
         EffectsCmd::Recover { limit } => {
+            paddock::model::bounds::RECOVER_LIMIT
+                .check(limit)
+                .map_err(|e| anyhow::anyhow!("--{e}"))?;
             print_recovered(&operator::recover(&host.store, actor, limit).await?)
         }
         EffectsCmd::Compensate {

@@ -53,7 +53,8 @@ pub enum ScheduleCmd {
         from: DateTime<Utc>,
         #[arg(long)]
         to: DateTime<Utc>,
-        /// Refuse a window with more fire times than this.
+        /// Refuse a window with more fire times than this (at most
+        /// 10,000 per backfill; a tenant may have 20,000 waiting).
         #[arg(long, default_value_t = 10_000)]
         max: usize,
     },
@@ -82,6 +83,7 @@ async fn backfill(
     max: usize,
     actor: &str,
 ) -> anyhow::Result<()> {
+    let max = paddock::model::bounds::backfill_max(max).map_err(|e| anyhow::anyhow!("--{e}"))?;
     if from >= to {
         bail!("--from must be before --to");
     }

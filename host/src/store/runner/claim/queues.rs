@@ -95,8 +95,12 @@ pub(super) fn stride_asks(slots: i64, shares: &[Share]) -> Vec<i64> {
     shares
         .iter()
         .map(|s| {
-            let reach = ((t + 1.0) * s.weight.max(1) as f64).floor() as i64 - s.running;
-            (reach + 1).clamp(1, s.full.max(1))
+            // Saturating: a weight stored before its limit existed (up to
+            // i64::MAX) makes the float cast saturate, and `+ 1` on it must
+            // not overflow.
+            let reach =
+                (((t + 1.0) * s.weight.max(1) as f64).floor() as i64).saturating_sub(s.running);
+            reach.saturating_add(1).clamp(1, s.full.max(1))
         })
         .collect()
 }
@@ -321,6 +325,13 @@ mod tests {
         // A tenant far ahead still reads one, never none.
         let ahead = [share(1, 1000, 100), share(1, 0, 100)];
         assert_eq!(stride_asks(100, &ahead), vec![1, 100]);
+    }
+
+    #[test]
+    fn a_weight_of_i64_max_asks_its_whole_queue_without_overflow() {
+        // Stored before weights had a limit: the reach saturates.
+        let huge = [share(i64::MAX, 0, 5), share(1, 0, 5), share(1_000, 3, 5)];
+        assert_eq!(stride_asks(1, &huge), vec![5, 2, 5]);
     }
 
     /// The fair-share order's first `slots`, with queues `full` deep and
