@@ -84,6 +84,11 @@ pub struct GroupStatus {
     /// Its triggers held by a closed gate (`paused`, migration 0018): not
     /// backlog — no claim may take them until the gate reopens.
     pub paused: i64,
+    /// Its triggers waiting for a person (`manual`: an approval of a
+    /// parked fire, or the answer to an open ticket that holds it): not
+    /// backlog either — no claim takes them and no retry time wakes them.
+    #[serde(default)]
+    pub manual: i64,
 }
 
 impl GroupStatus {
@@ -126,6 +131,14 @@ const RUNNING: &str = concat!(
 const PAUSED: &str = concat!(
     "SELECT resource_group, count(*) FROM triggers WHERE state = ",
     trigger_state!(paused),
+    " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
+);
+
+/// Triggers waiting for a person per group (`triggers_parked`, migration
+/// 0017).
+const MANUAL: &str = concat!(
+    "SELECT resource_group, count(*) FROM triggers WHERE state = ",
+    trigger_state!(manual),
     " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
 );
 
@@ -232,6 +245,12 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await?,
         );
+        let manual = per_group(
+            sqlx::query_as(self.sql(MANUAL))
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?,
+        );
         let lanes: Vec<(String, i64, i64, Option<i64>)> = sqlx::query_as(self.sql(BACKLOG))
             .bind(now)
             .bind(tenant)
@@ -278,6 +297,7 @@ impl Store {
                         .find(|(g, _)| g.as_deref() == Some(group.as_str()))
                         .map_or(0, |(_, n)| *n),
                     paused: count(&paused, &group),
+                    manual: count(&manual, &group),
                     group,
                 }
             })
