@@ -371,7 +371,7 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
         .unwrap();
     let all = report(&host, query(None)).await;
     let g = group(&all, "orders");
-    assert_eq!((g.backlog, g.paused), (5, 3));
+    assert_eq!((g.backlog, g.paused, g.manual), (4, 3, 1));
     let t1 = report(&host, query(Some("t1"))).await;
     assert_eq!(group(&t1, "orders").paused, 0);
     let (json, line) = status_json(
