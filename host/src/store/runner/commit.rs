@@ -78,10 +78,12 @@ impl Store {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
-        if let Some((_, end)) = ends
-            .iter()
-            .find(|(_, end)| !Transition::Finish.ends_in(end.trigger_state))
-        {
+        // `manual` is a target of finish only where an open ticket holds the
+        // trigger (the statement decides); no attempt asks for it.
+        if let Some((_, end)) = ends.iter().find(|(_, end)| {
+            !Transition::Finish.ends_in(end.trigger_state)
+                || end.trigger_state == crate::model::TriggerState::Manual
+        }) {
             return Err(StoreError::Conflict(format!(
                 "an attempt cannot end its trigger as {}: not a target of finish",
                 end.trigger_state
