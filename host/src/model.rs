@@ -63,4 +63,4 @@ pub use fencing::{Claim, FencingToken, LeaseRef, ShardGeneration, ShardLease};
 pub use group::ResourceGroup;
 pub use plan::{ApplyOutcome, PlanKey, PlanSpec, canonical_json, plan_key, plan_key_ms, shard_of};
 pub use retry::{Budget, RetryPolicy};
-pub use state::{AttemptOutcome, Transition, TriggerState};
+pub use state::{AttemptOutcome, Transition, TriggerState, after_resolution};

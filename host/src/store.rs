@@ -38,6 +38,7 @@ mod group_tenants;
 mod groups;
 #[cfg(test)]
 mod guards;
+mod held;
 mod metrics;
 mod model;
 mod quotas;
@@ -70,6 +71,7 @@ pub use backlog::{
 pub use dialect::Dialect;
 pub use gates::GateRecord;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
+pub use held::HoldingTicket;
 pub use metrics::{
     ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,
 };

@@ -26,8 +26,8 @@
 //! | 18 | as above with A2; then A2 is continued: its first writes — a checkpoint save of the busy guest or the runner's heartbeat, whichever the machine runs first — are under token 1 and refused by the host (`stale_writes`); the closed gate stops the rest | succeeded by token 2, ≥ 1 refused write of token 1, no effect of token 1 | stale writes refused |
 //! | 8 | B reserves 5; the ledger commits and resets the connection (`drop_response_after_commit`) → `unknown`; the recovery scanner finds it applied → `succeeded`; the retry replays it | succeeded | unknown → succeeded |
 //! | 3 | B reserves 1000 of 100; the ledger commits a rejection (422) and resets the connection → `unknown`; the scanner finds the rejection → `failed`; the retry replays the failure | failed | unknown → failed (retried) |
-//! | 1 | as the 8, through connector `blind`, which cannot be queried by key: `unknown` and a ticket at once; the scanner cannot ask either (same ticket); the retry gets `unknown` again | retry_wait, ticket open | still unknown, to people |
-//! | 6 | B runs an effect under the key of one of the 50 with another amount: the host finds the key recorded with another params digest, sends nothing, opens a `key_conflict` ticket | failed | params conflict, to people |
+//! | 1 | as the 8, through connector `blind`, which cannot be queried by key: `unknown` and a ticket at once, which holds the trigger; the scanner cannot ask either (same ticket); no retry runs | manual, ticket open | still unknown, to people |
+//! | 6 | B runs an effect under the key of one of the 50 with another amount: the host finds the key recorded with another params digest, sends nothing, opens a `key_conflict` ticket, which holds the trigger | manual, ticket open | params conflict, to people |
 //!
 //! Why the old attempts are busy rather than parked in an effect: a
 //! takeover of an attempt with an effect in flight is an unknown outcome
@@ -389,16 +389,22 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
     b.run_until_idle().await.unwrap();
     for (id, key) in &lost {
         let t = store.trigger_get(*id).await.unwrap();
+        // The blind one's ticket holds it for a person.
+        let waits = if key.starts_with("lost-11/") {
+            "manual"
+        } else {
+            "retry_wait"
+        };
         assert_eq!(
             (t.state.as_str(), t.error_class.as_deref()),
-            ("retry_wait", Some("unknown"))
+            (waits, Some("unknown"))
         );
         let rec = store.effect_get(crate::TENANT, key).await.unwrap().unwrap();
         assert_eq!((rec.state.as_str(), rec.sends), ("unknown", 1), "{key}");
     }
     for id in &conflicts {
         let t = store.trigger_get(*id).await.unwrap();
-        assert_eq!(t.state, "failed");
+        assert_eq!(t.state, "manual", "held by its ticket");
         assert!(t.error_message.unwrap_or_default().contains("key-conflict"));
     }
 
@@ -431,7 +437,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
         .trigger_claim_batch("B", 30_000, 100, Some(now + 2 * HOUR_MS))
         .await
         .unwrap();
-    assert_eq!(retries.len(), 12);
+    assert_eq!(retries.len(), 11, "the held one is not claimed");
     for claim in retries {
         b.execute(claim).await;
     }
@@ -450,7 +456,7 @@ async fn eighty_six_real_triggers_split_50_18_12_6_and_the_incident_report_close
     let expected: BTreeMap<String, usize> = [
         ("succeeded / effect succeeded by recovery".to_string(), 8),
         ("failed / effect failed by recovery".to_string(), 3),
-        ("retry_wait / effect unknown by recovery".to_string(), 1),
+        ("manual / effect unknown by recovery".to_string(), 1),
     ]
     .into();
     assert_eq!(ends, expected);

@@ -76,6 +76,7 @@ mod incident;
 mod layers;
 mod leases;
 mod ledger;
+mod manual;
 mod metrics;
 mod migrations;
 mod node;

@@ -461,8 +461,19 @@ async fn replays_conflicts_and_compensations(host: &TestHost, addr: SocketAddr) 
         effect("ledger", "RES-1", "reserve", "pay/1", 7),
     )
     .await;
-    assert_eq!(ended(host, other).await, "failed");
+    // Failed, and held in `manual` by its ticket: counted by state.
+    eventually(Duration::from_secs(60), "the ticket holds it", || async {
+        let t = host.store.trigger_get(other).await.unwrap();
+        (t.state == "manual").then_some(())
+    })
+    .await;
     let s = scrape(addr).await;
+    assert_eq!(
+        s.value("paddock_triggers", &[("state", "manual")]),
+        1.0,
+        "{}",
+        s.text
+    );
     assert_eq!(
         s.value("paddock_exceptions_open", &[("kind", "key_conflict")]),
         1.0,
@@ -502,7 +513,12 @@ async fn unknown_outcome_and_open_breaker(host: &TestHost, ledger: &Ledger, addr
         effect("slow", "RES-9", "reserve", "slow/1", 5),
     )
     .await;
-    assert_eq!(ended(host, lost).await, "failed");
+    // Its one send spent and the answer unknown: a ticket holds it.
+    eventually(Duration::from_secs(60), "the ticket holds it", || async {
+        let t = host.store.trigger_get(lost).await.unwrap();
+        (t.state == "manual").then_some(())
+    })
+    .await;
     let s = scrape(addr).await;
     assert_eq!(s.value("paddock_effects_unknown", &[]), 1.0, "{}", s.text);
     assert!(s.value("paddock_effect_unknown_outcomes_total", &[]) >= 1.0);

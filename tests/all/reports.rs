@@ -437,7 +437,7 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     // has no row is listed, and the command exits nonzero.
     let checks = store.conservation().await.unwrap();
     assert!(report::differences(&checks).is_empty(), "{checks:?}");
-    assert_eq!(checks.len(), 7);
+    assert_eq!(checks.len(), 8);
     let (code, text, err) = paddock(&h.url, &["report", "conservation"]);
     assert_eq!(code, 0, "{text}{err}");
     assert!(text.contains("every check balances"), "{text}");

@@ -333,7 +333,11 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
     };
     let all = report(&host, query(None)).await;
     let g = group(&all, "orders");
-    assert_eq!((g.backlog, g.arrivals, g.open_tickets), (8, 8, 1));
+    // The ticket holds its trigger: manual, no longer backlog.
+    assert_eq!(
+        (g.backlog, g.arrivals, g.open_tickets, g.manual),
+        (7, 8, 1, 1)
+    );
     assert_eq!(all.unattributed_tickets, 1);
 
     let t2 = report(&host, query(Some("t2"))).await;
@@ -342,7 +346,10 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
     assert_eq!(t2.unattributed_tickets, 0, "a loose ticket is no tenant's");
     let t1 = report(&host, query(Some("t1"))).await;
     let g = group(&t1, "orders");
-    assert_eq!((g.backlog, g.arrivals, g.open_tickets), (5, 5, 1));
+    assert_eq!(
+        (g.backlog, g.arrivals, g.open_tickets, g.manual),
+        (4, 5, 1, 1)
+    );
 
     let (_, line) = status_json(
         &host.url,
@@ -365,7 +372,7 @@ async fn a_tenant_sees_only_its_triggers_and_tickets(db: Db) {
         .unwrap();
     let all = report(&host, query(None)).await;
     let g = group(&all, "orders");
-    assert_eq!((g.backlog, g.paused), (5, 3));
+    assert_eq!((g.backlog, g.paused, g.manual), (4, 3, 1));
     let t1 = report(&host, query(Some("t1"))).await;
     assert_eq!(group(&t1, "orders").paused, 0);
     let (json, line) = status_json(

@@ -5,10 +5,13 @@
 //!                    ┌──────────────────────── cancel ───────────────────────┐
 //!                    │                                                        ▼
 //! (created) ──▶ manual ──approve──▶ pending ──claim──▶ running ──finish──▶ succeeded | failed
-//!     │                              ▲   ▲ │             │  ▲                 | cancelled | skipped
-//!     └──────────────────────────────┘   │ └── cancel ─▶ │  └─ take over (lease lapsed, token + 1)
-//!                                        │               ├──finish──▶ retry_wait ──claim──▶ running
-//!                                        └── release ────┘              └── cancel ──▶ cancelled
+//!     │           ▲  │               ▲   ▲ │             │  ▲                 | cancelled | skipped
+//!     └───────────┼──┼───────────────┘   │ └── cancel ─▶ │  └─ take over (lease lapsed, token + 1)
+//!                 │  │                   │               ├──finish──▶ retry_wait ──claim──▶ running
+//!                 │  │                   └── release ────┘              └── cancel ──▶ cancelled
+//!                 │  └── resolve (last ticket) ──▶ pending (a new attempt, token + 1) | failed
+//!                 └── hold (a ticket opens over pending | retry_wait)
+//!                     finish (retry_wait | failed while a ticket is open)
 //! ```
 //!
 //! - A trigger is created `pending` (due at `next_run_at`) or `manual`
@@ -17,7 +20,9 @@
 //!   fencing token; a `running` trigger whose lease lapsed is **taken over**
 //!   the same way (`running → running`, token + 1).
 //! - **Finish** commits an attempt's end: `succeeded`, `failed`,
-//!   `cancelled`, `skipped` (overlap `forbid`) or `retry_wait`.
+//!   `cancelled`, `skipped` (overlap `forbid`) or `retry_wait` — or
+//!   `manual` instead of `retry_wait` or `failed` while an open exception
+//!   ticket owns the trigger (see *manual handling* below).
 //! - **Release** puts a `running` trigger back to `pending` without a
 //!   result: an overlap wait, a drain at shutdown, or a park behind an open
 //!   circuit breaker. The attempt is closed as `released` and does not
@@ -32,6 +37,21 @@
 //!   what its job's misfire policy says (`pending`, `manual`, `skipped`).
 //! - `succeeded`, `failed`, `cancelled` and `skipped` are final: a completed
 //!   trigger is never rewritten (DESIGN §3).
+//!
+//! **Manual handling.** `manual` is the one state that waits for a person:
+//! approval of a fire the misfire policy parked (never started, so no
+//! ticket can own it), or the answer to an exception ticket opened for one
+//! of the trigger's effects. No claim takes a `manual` trigger and no retry
+//! time wakes it. A ticket takes its trigger there where the trigger is
+//! when the ticket opens: a queued one (`pending`, `retry_wait`) at once,
+//! in the ticket's transaction (**hold**); a running one when its attempt
+//! ends, in the attempt's fenced commit (**finish** writes `manual` where
+//! it would have written `retry_wait` or `failed`; a success stands). A
+//! paused trigger stays paused and, resumed, is held by its next attempt's
+//! end; a final one stays final. **Resolve**, in the transaction that
+//! resolves the trigger's last open ticket, moves it on by the ticket's
+//! action ([`after_resolution`]); `approve` refuses a trigger a ticket
+//! holds.
 //!
 //! Every state change the host makes names a [`Transition`]; the store's
 //! statements write exactly the transition's target and guard on exactly
@@ -61,7 +81,8 @@ pub enum TriggerState {
     Cancelled,
     /// Final: not run, by the overlap policy `forbid`.
     Skipped,
-    /// Parked by the misfire policy until a person approves it.
+    /// Waits for a person: parked by the misfire policy until approved,
+    /// or held by an open exception ticket until it is resolved.
     Manual,
     /// Held by a closed gate (`paddock pause`): not claimable until the
     /// gates covering it reopen; resumes from its last checkpoint.
@@ -173,10 +194,16 @@ pub enum Transition {
     /// due again, or judged by its job's misfire policy if it is a
     /// scheduled fire that was never started and is now late.
     Resume,
+    /// An exception ticket opens over a queued trigger: it waits for the
+    /// ticket's answer instead of its retry time.
+    Hold,
+    /// The last open ticket holding a trigger is resolved: a new attempt
+    /// (the next claim takes token + 1) or failed, by the ticket's action.
+    Resolve,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 9] = [
+    pub const ALL: [Transition; 11] = [
         Transition::Create,
         Transition::Claim,
         Transition::TakeOver,
@@ -186,6 +213,8 @@ impl Transition {
         Transition::CancelUnstarted,
         Transition::Pause,
         Transition::Resume,
+        Transition::Hold,
+        Transition::Resolve,
     ];
 
     /// The states this transition starts from (none: it creates the row).
@@ -200,6 +229,8 @@ impl Transition {
             Transition::CancelUnstarted => &[Pending, RetryWait, Manual, Paused],
             Transition::Pause => &[Pending, RetryWait],
             Transition::Resume => &[Paused],
+            Transition::Hold => &[Pending, RetryWait],
+            Transition::Resolve => &[Manual],
         }
     }
 
@@ -208,8 +239,11 @@ impl Transition {
         match self {
             Transition::Create => &[Pending, Manual],
             Transition::Claim | Transition::TakeOver => &[Running],
-            // `paused`: a retry of a trigger a gate asked to pause.
-            Transition::Finish => &[Succeeded, Failed, Cancelled, Skipped, RetryWait, Paused],
+            // `paused`: a retry of a trigger a gate asked to pause; `manual`:
+            // a retry or failure while an open ticket owns the trigger.
+            Transition::Finish => &[
+                Succeeded, Failed, Cancelled, Skipped, RetryWait, Paused, Manual,
+            ],
             // `paused`: the attempt answered a gate's pause request.
             Transition::Release => &[Pending, Paused],
             Transition::Approve => &[Pending],
@@ -217,6 +251,8 @@ impl Transition {
             Transition::Pause => &[Paused],
             // `manual` / `skipped`: a late scheduled fire, by its misfire policy.
             Transition::Resume => &[Pending, Manual, Skipped],
+            Transition::Hold => &[Manual],
+            Transition::Resolve => &[Pending, Failed],
         }
     }
 
@@ -228,6 +264,19 @@ impl Transition {
     /// Whether this transition may end in `to`.
     pub fn ends_in(self, to: TriggerState) -> bool {
         self.to().contains(&to)
+    }
+}
+
+/// Where resolving a trigger's last open ticket with `action` moves the
+/// trigger ([`Transition::Resolve`]). `resend` and `mark_succeeded` give
+/// it a new attempt: its job decides what follows from the effect's new
+/// fact (sent again, or replayed as succeeded), and only a guest's output
+/// is a trigger's result. `mark_failed` and `dismiss` record that nothing
+/// is to be done: the trigger fails.
+pub fn after_resolution(action: &str) -> TriggerState {
+    match action {
+        "resend" | "mark_succeeded" => Pending,
+        _ => Failed,
     }
 }
 
@@ -396,12 +445,31 @@ mod tests {
             (Paused, Manual),
             (Paused, Skipped),
             (Paused, Cancelled),
+            (Running, Manual),
+            (Pending, Manual),
+            (RetryWait, Manual),
+            (Manual, Failed),
         ];
         let mut expected = expected.to_vec();
         expected.sort();
         let mut legal = legal;
         legal.sort();
         assert_eq!(legal, expected);
+    }
+
+    #[test]
+    fn a_resolution_gives_a_new_attempt_or_fails_and_never_skips_the_guest() {
+        assert_eq!(after_resolution("resend"), Pending);
+        assert_eq!(after_resolution("mark_succeeded"), Pending);
+        assert_eq!(after_resolution("mark_failed"), Failed);
+        assert_eq!(after_resolution("dismiss"), Failed);
+        for action in ["resend", "mark_succeeded", "mark_failed", "dismiss"] {
+            assert!(Transition::Resolve.allows(Manual, after_resolution(action)));
+        }
+        // A ticket holds a queued trigger; nothing but a person lets it go.
+        assert!(Transition::Hold.allows(RetryWait, Manual));
+        assert!(!Transition::Claim.from().contains(&Manual));
+        assert!(!Transition::TakeOver.from().contains(&Manual));
     }
 
     #[test]

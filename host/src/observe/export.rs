@@ -174,7 +174,7 @@ fn process(registry: &mut Registry, here: &ProcessFigures<'_>) {
 fn triggers(registry: &mut Registry, s: &MetricsSnapshot) {
     registry.register(
         "paddock_triggers",
-        help(DB, "triggers not finished, by state (pending, retry_wait, running, manual: parked for a person, paused: held by a closed gate), resource group and tenant"),
+        help(DB, "triggers not finished, by state (pending, retry_wait, running, manual: waiting for a person (an approval, or an open ticket's answer), paused: held by a closed gate), resource group and tenant"),
         gauges(s.triggers.iter().map(|t| {
             let labels = vec![
                 ("state", t.state.clone()),

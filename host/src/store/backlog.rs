@@ -84,6 +84,11 @@ pub struct GroupStatus {
     /// Its triggers held by a closed gate (`paused`, migration 0018): not
     /// backlog — no claim may take them until the gate reopens.
     pub paused: i64,
+    /// Its triggers waiting for a person (`manual`: an approval of a
+    /// parked fire, or the answer to an open ticket that holds it): not
+    /// backlog either — no claim takes them and no retry time wakes them.
+    #[serde(default)]
+    pub manual: i64,
 }
 
 impl GroupStatus {
@@ -129,6 +134,14 @@ const PAUSED: &str = concat!(
     " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
 );
 
+/// Triggers waiting for a person per group (`triggers_parked`, migration
+/// 0017).
+const MANUAL: &str = concat!(
+    "SELECT resource_group, count(*) FROM triggers WHERE state = ",
+    trigger_state!(manual),
+    " AND (?1 IS NULL OR tenant = ?1) GROUP BY resource_group"
+);
+
 /// Each lane's due work per group: how many, and the earliest due time.
 const BACKLOG: &str = concat!(
     "SELECT resource_group, CAST(0 AS BIGINT), count(*), min(next_run_at) FROM triggers WHERE ",
@@ -146,6 +159,19 @@ const SUCCESSES: &str = "SELECT g.name, (SELECT CAST(coalesce(sum(s.n), 0) AS BI
      FROM success_counts s WHERE s.resource_group = g.name AND s.at > ?2 AND s.at <= ?1 \
      AND (?3 IS NULL OR s.tenant = ?3)) FROM resource_groups g";
 
+/// A `manual` trigger an open ticket holds (`?` its id column): it had
+/// arrived before the ticket held it, unlike a fire parked for approval,
+/// which arrives when approved. (The test is read for `manual` rows only.)
+macro_rules! held_arrived {
+    ($id:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM exceptions e WHERE e.trigger_id = ",
+            $id,
+            " AND e.state = 'open')"
+        )
+    };
+}
+
 /// Arrivals, part one: plan time in `(?2, ?1]`, created by `?1`, one
 /// range of `triggers_job` per job (of the tenant, when asked). Written
 /// natively: SQLite keeps the loop's order as written with `CROSS JOIN`;
@@ -156,18 +182,22 @@ const SUCCESSES: &str = "SELECT g.name, (SELECT CAST(coalesce(sum(s.n), 0) AS BI
 const ARRIVED_ON_TIME: &str = concat!(
     "SELECT t.resource_group, count(*) FROM jobs j CROSS JOIN triggers t \
      WHERE t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
-     AND t.created_at <= ?1 AND t.state <> ",
+     AND t.created_at <= ?1 AND (t.state <> ",
     trigger_state!(manual),
-    " AND (?3 IS NULL OR j.tenant = ?3) AND (?3 IS NULL OR t.tenant = ?3) \
+    " OR ",
+    held_arrived!("t.id"),
+    ") AND (?3 IS NULL OR j.tenant = ?3) AND (?3 IS NULL OR t.tenant = ?3) \
      GROUP BY t.resource_group"
 );
 const ARRIVED_ON_TIME_POSTGRES: &str = concat!(
     "SELECT x.resource_group, CAST(sum(x.n) AS BIGINT) FROM jobs j CROSS JOIN LATERAL \
      (SELECT t.resource_group, count(*) AS n FROM triggers t \
       WHERE t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
-      AND t.created_at <= ?1 AND t.state <> ",
+      AND t.created_at <= ?1 AND (t.state <> ",
     trigger_state!(manual),
-    " AND (?3 IS NULL OR t.tenant = ?3) GROUP BY t.resource_group) x \
+    " OR ",
+    held_arrived!("t.id"),
+    ") AND (?3 IS NULL OR t.tenant = ?3) GROUP BY t.resource_group) x \
      WHERE (?3 IS NULL OR j.tenant = ?3) GROUP BY x.resource_group"
 );
 
@@ -189,9 +219,11 @@ const NEWEST_BEFORE: &str =
 /// the window's start (`?2`), among the triggers after id `?3`.
 const ARRIVED_LATE: &str = concat!(
     "SELECT resource_group, count(*) FROM triggers WHERE id > ?3 \
-     AND created_at > ?2 AND created_at <= ?1 AND scheduled_at <= ?2 AND state <> ",
+     AND created_at > ?2 AND created_at <= ?1 AND scheduled_at <= ?2 AND (state <> ",
     trigger_state!(manual),
-    " AND (?4 IS NULL OR tenant = ?4) GROUP BY resource_group"
+    " OR ",
+    held_arrived!("triggers.id"),
+    ") AND (?4 IS NULL OR tenant = ?4) GROUP BY resource_group"
 );
 
 /// Open tickets per group of their trigger (NULL: tied to none).
@@ -228,6 +260,12 @@ impl Store {
         );
         let paused = per_group(
             sqlx::query_as(self.sql(PAUSED))
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?,
+        );
+        let manual = per_group(
+            sqlx::query_as(self.sql(MANUAL))
                 .bind(tenant)
                 .fetch_all(&mut *tx)
                 .await?,
@@ -278,6 +316,7 @@ impl Store {
                         .find(|(g, _)| g.as_deref() == Some(group.as_str()))
                         .map_or(0, |(_, n)| *n),
                     paused: count(&paused, &group),
+                    manual: count(&manual, &group),
                     group,
                 }
             })

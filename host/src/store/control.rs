@@ -386,6 +386,13 @@ impl ControlStore for Store {
             .fetch_optional(&mut *tx)
             .await?
         else {
+            if let Some(ticket) = self.tickets_holding(id).await?.first() {
+                return Err(StoreError::Conflict(format!(
+                    "trigger {id} is held by exception {0} ({1}): resolve it with \
+                     `paddock exceptions resolve {0}`",
+                    ticket.id, ticket.kind
+                )));
+            }
             return Err(StoreError::Conflict(format!(
                 "trigger {id} is not waiting for approval"
             )));

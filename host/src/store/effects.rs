@@ -10,6 +10,7 @@
 use super::columns::{effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::fence::{EffectRef, lease_fence};
+use super::state_log::StateChange;
 use super::*;
 use crate::model::{LeaseRef, TriggerState, canonical_json};
 use crate::trigger_state;
@@ -257,6 +258,12 @@ impl EffectStore for Store {
         .bind(new.trigger_id)
         .fetch_one(&mut *tx)
         .await?;
+        // A queued trigger waits for its new ticket's answer, not its retry
+        // time; a running one is held by its attempt's end (`store/held.rs`).
+        let held = match (inserted, new.trigger_id) {
+            (true, Some(trigger_id)) => self.hold_queued(&mut tx, trigger_id).await?,
+            _ => None,
+        };
         if inserted {
             self.counter_add_in(&mut *tx, "exceptions_opened", 1)
                 .await?;
@@ -270,6 +277,14 @@ impl EffectStore for Store {
             .await?;
         }
         tx.commit().await?;
+        if let (Some(plan_key), Some(trigger_id)) = (held, new.trigger_id) {
+            let change = StateChange {
+                cause: "ticket_hold",
+                state: TriggerState::Manual.as_str(),
+                actor: "paddock",
+            };
+            change.log(&[(trigger_id, plan_key)]);
+        }
         Ok((record, inserted))
     }
 }

@@ -171,7 +171,10 @@ impl Store {
         t: &TriggerRecord,
         memo: &mut WaitMemo,
     ) -> StoreResult<Option<String>> {
-        use crate::model::TriggerState::{Pending, RetryWait};
+        use crate::model::TriggerState::{Manual, Pending, RetryWait};
+        if t.state == Manual {
+            return self.manual_reason(t).await.map(Some);
+        }
         if !matches!(t.state, Pending | RetryWait) {
             return Ok(None);
         }

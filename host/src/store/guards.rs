@@ -12,6 +12,7 @@ use super::gates::holds::HOLD_FIRES;
 use super::gates::{
     ASK_RUNNING, CANCEL_QUEUED, PAUSE_QUEUED, RESUME_PARKED, RESUME_PAUSED, RESUME_SKIPPED, scoped,
 };
+use super::held::{HOLD_QUEUED, RESOLVE_HELD, TICKET_HOLDS};
 use super::runner::{
     CHECKPOINT_SAVE, CLAIM_FRESH, CLAIM_RETRIES, CLAIM_ROW, CLAIM_UPDATE, FINISH_MOVE,
     FINISH_TRIGGER, RELEASE_TRIGGER, RENEW,
@@ -67,7 +68,9 @@ fn quoted_after(text: &str, key: &str) -> Vec<String> {
 /// (states written, states guarded) of one statement: the `SET state`
 /// literal, and every other `state` literal after its first `WHERE`.
 fn states_of(sql: &str) -> (BTreeSet<String>, BTreeSet<String>) {
-    let (head, tail) = sql.split_once(" WHERE ").unwrap_or((sql, ""));
+    // The ticket test's own `WHERE` and `state` are the ticket's.
+    let sql = sql.replace(TICKET_HOLDS, "ticket_holds");
+    let (head, tail) = sql.split_once(" WHERE ").unwrap_or((&sql, ""));
     let written = quoted_after(head, "SET state").into_iter().collect();
     let guarded = quoted_after(tail, "state").into_iter().collect();
     (written, guarded)
@@ -172,6 +175,18 @@ fn statements() -> Vec<(&'static str, &'static str, Vec<Transition>, Guard)> {
         ),
         ("release", RELEASE_TRIGGER, vec![Transition::Release], Exact),
         ("approve", APPROVE, vec![Transition::Approve], Exact),
+        (
+            "a ticket holds a queued trigger",
+            HOLD_QUEUED,
+            vec![Transition::Hold],
+            Exact,
+        ),
+        (
+            "a resolution moves a held trigger on",
+            RESOLVE_HELD,
+            vec![Transition::Resolve],
+            Exact,
+        ),
         (
             "cancel unstarted",
             CANCEL_UNSTARTED,
@@ -292,6 +307,24 @@ fn a_gate_pause_lands_paused_whatever_ends_the_attempt() {
         assert!(sql.contains("pause_requested = 1"), "{name}\n{sql}");
     }
     assert!(FINISH_MOVE.contains("triggers.pause_requested = 1 THEN 'paused'"));
+}
+
+#[test]
+fn only_an_open_ticket_holds_a_trigger_in_manual() {
+    let held = format!("{TICKET_HOLDS} THEN 'manual'");
+    for (name, sql) in [
+        ("finish (SQLite)", FINISH_TRIGGER),
+        ("finish (PostgreSQL)", FINISH_MOVE),
+    ] {
+        assert!(sql.contains(&held), "{name}\n{sql}");
+        assert!(states_of(sql).0.contains("manual"), "{name}");
+    }
+    for (name, sql) in [("approve", APPROVE), ("resolve", RESOLVE_HELD)] {
+        assert!(
+            sql.contains(&format!("NOT {TICKET_HOLDS}")),
+            "{name}\n{sql}"
+        );
+    }
 }
 
 #[test]

@@ -213,11 +213,22 @@ const CONSERVATION: &str = concat!(
        (SELECT count(*) FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
           WHERE a.ended_at IS NULL AND t.state = ",
     trigger_state!(running),
-    " AND t.fencing_token = a.fencing_token)"
+    " AND t.fencing_token = a.fencing_token) \
+     UNION ALL SELECT 'open_tickets_hold_their_waiting_triggers', \
+       (SELECT count(*) FROM triggers t WHERE t.state IN (",
+    trigger_state!(pending),
+    ", ",
+    trigger_state!(retry_wait),
+    ", ",
+    trigger_state!(manual),
+    ") AND EXISTS (SELECT 1 FROM exceptions e WHERE e.trigger_id = t.id AND e.state = 'open')), \
+       (SELECT count(*) FROM triggers t WHERE t.state = ",
+    trigger_state!(manual),
+    " AND EXISTS (SELECT 1 FROM exceptions e WHERE e.trigger_id = t.id AND e.state = 'open'))"
 );
 
 /// What each conservation check's two counts count, by name.
-const CHECK_TERMS: [(&str, &str, &str); 7] = [
+const CHECK_TERMS: [(&str, &str, &str); 8] = [
     (
         "trigger_states",
         "triggers",
@@ -252,6 +263,11 @@ const CHECK_TERMS: [(&str, &str, &str); 7] = [
         "running_attempts_vs_open_leases",
         "attempts not ended",
         "of them under their trigger's running lease",
+    ),
+    (
+        "open_tickets_hold_their_waiting_triggers",
+        "waiting triggers an open ticket owns",
+        "of them held in manual",
     ),
 ];
 

@@ -198,8 +198,8 @@ impl Store {
     }
 
     /// Run `action` on the ticket's effect (new facts, never a delete),
-    /// resolve the ticket with the effect's digests before and after, and
-    /// audit who decided.
+    /// resolve the ticket with the effect's digests before and after, move
+    /// on the trigger it held (`store/held.rs`), and audit who decided.
     async fn execute_resolution(
         &self,
         tx: &mut Tx,
@@ -233,6 +233,14 @@ impl Store {
             "reason": decided.reason, "effect_key": ticket.effect_key,
             "before_digest": before_digest, "after_digest": after_digest,
         });
+        // The trigger this ticket held moves on in the same transaction.
+        if let Some(trigger_id) = ticket.trigger_id
+            && let Some((to, _)) = self.resolve_held(tx, trigger_id, action).await?
+        {
+            detail["trigger"] = serde_json::json!({
+                "id": trigger_id, "from": TriggerState::Manual, "to": to,
+            });
+        }
         let what = match decided.proposal {
             Some((proposer, proposed_reason)) => {
                 detail["proposed_by"] = proposer.into();

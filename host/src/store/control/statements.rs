@@ -2,6 +2,7 @@
 //! (`store::guards` checks each against its transition).
 
 use super::super::dialect::now_ms;
+use super::super::held::ticket_holds;
 use crate::trigger_state;
 
 /// A person's cancel of a trigger that has not started
@@ -25,7 +26,8 @@ pub(in crate::store) const CANCEL_UNSTARTED: &str = concat!(
 );
 
 /// A person's approval of a trigger the misfire policy parked
-/// ([`crate::model::Transition::Approve`]).
+/// ([`crate::model::Transition::Approve`]); a trigger an open exception
+/// ticket holds waits for the ticket's resolution instead.
 pub(in crate::store) const APPROVE: &str = concat!(
     "UPDATE triggers SET state = ",
     trigger_state!(pending),
@@ -35,5 +37,7 @@ pub(in crate::store) const APPROVE: &str = concat!(
     now_ms!(),
     " WHERE id = ? AND state = ",
     trigger_state!(manual),
+    " AND NOT ",
+    ticket_holds!(),
     " RETURNING plan_key"
 );

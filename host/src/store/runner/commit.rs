@@ -6,6 +6,7 @@
 
 use super::super::dialect::now_ms;
 use super::super::fence::lease_fence;
+use super::super::held::ticket_holds;
 use super::super::*;
 use crate::model::{AttemptEnd, LeaseRef, ReleaseReason, Transition};
 use crate::trigger_state;
@@ -40,16 +41,30 @@ pub(in crate::store) const RELEASE_TRIGGER: &str = concat!(
 
 /// The fenced transition of one attempt's end (SQLite's group commit, per
 /// row; `?3` is the new state, one of [`Transition::Finish`]'s targets). A
-/// retry of a trigger a closed gate asked to pause waits `paused` instead.
+/// retry or a failure of a trigger an open exception ticket owns waits
+/// `manual` for the ticket's answer instead (`store/held.rs`); a retry of
+/// a trigger a closed gate asked to pause waits `paused`.
 pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
-    "UPDATE triggers SET state = CASE WHEN ?3 = ",
+    "UPDATE triggers SET state = CASE WHEN ?3 IN (",
+    trigger_state!(retry_wait),
+    ", ",
+    trigger_state!(failed),
+    ") AND ",
+    ticket_holds!(),
+    " THEN ",
+    trigger_state!(manual),
+    " WHEN ?3 = ",
     trigger_state!(retry_wait),
     " AND pause_requested = 1 THEN ",
     trigger_state!(paused),
     " ELSE ?3 END, pause_requested = 0, result = ?4, error_class = ?5, error_message = ?6, \
          next_run_at = CASE WHEN ?7 IS NULL THEN next_run_at ELSE ?9 + ?7 END, \
          lease_owner = NULL, lease_until = NULL, \
-         finished_at = CASE WHEN ?8 <> 0 THEN ?9 ELSE NULL END, updated_at = ?9 \
+         finished_at = CASE WHEN ?8 = 0 THEN NULL WHEN ?3 = ",
+    trigger_state!(failed),
+    " AND ",
+    ticket_holds!(),
+    " THEN NULL ELSE ?9 END, updated_at = ?9 \
      WHERE ",
     lease_fence!("triggers", id = "?1", token = "?2")
 );
@@ -63,10 +78,12 @@ impl Store {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
-        if let Some((_, end)) = ends
-            .iter()
-            .find(|(_, end)| !Transition::Finish.ends_in(end.trigger_state))
-        {
+        // `manual` is a target of finish only where an open ticket holds the
+        // trigger (the statement decides); no attempt asks for it.
+        if let Some((_, end)) = ends.iter().find(|(_, end)| {
+            !Transition::Finish.ends_in(end.trigger_state)
+                || end.trigger_state == crate::model::TriggerState::Manual
+        }) {
             return Err(StoreError::Conflict(format!(
                 "an attempt cannot end its trigger as {}: not a target of finish",
                 end.trigger_state

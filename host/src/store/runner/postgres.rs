@@ -30,6 +30,7 @@
 //! is as good on a large table as on the small one it was made on.
 
 use super::super::fence::lease_fence;
+use super::super::held::ticket_holds;
 use super::super::*;
 use super::claim::{
     Ask, Candidate, Room, TAKEOVER_SCORE, choose, fresh_lane, lock_groups, recovery_lane,
@@ -430,11 +431,20 @@ fn claim_of(row: &sqlx::postgres::PgRow) -> Result<Claim, sqlx::Error> {
 
 /// The fenced transitions of a group commit ([`crate::model::Transition::Finish`]):
 /// each end moves its trigger only if the trigger is still `running` at
-/// the end's token.
+/// the end's token; a retry or failure of a trigger an open ticket owns
+/// waits `manual` instead (`store/held.rs`).
 macro_rules! finish_move {
     () => {
         concat!(
-            "UPDATE triggers SET state = CASE WHEN ends.state = ",
+            "UPDATE triggers SET state = CASE WHEN ends.state IN (",
+            trigger_state!(retry_wait),
+            ", ",
+            trigger_state!(failed),
+            ") AND ",
+            ticket_holds!(),
+            " THEN ",
+            trigger_state!(manual),
+            " WHEN ends.state = ",
             trigger_state!(retry_wait),
             " AND triggers.pause_requested = 1 THEN ",
             trigger_state!(paused),
@@ -443,7 +453,11 @@ macro_rules! finish_move {
          next_run_at = CASE WHEN ends.retry_after_ms IS NULL THEN triggers.next_run_at \
              ELSE (SELECT now FROM clock) + ends.retry_after_ms END, \
          lease_owner = NULL, lease_until = NULL, \
-         finished_at = CASE WHEN ends.terminal THEN (SELECT now FROM clock) END, \
+         finished_at = CASE WHEN NOT ends.terminal THEN NULL WHEN ends.state = ",
+            trigger_state!(failed),
+            " AND ",
+            ticket_holds!(),
+            " THEN NULL ELSE (SELECT now FROM clock) END, \
          updated_at = (SELECT now FROM clock) \
      FROM ends WHERE triggers.id = ANY($1) AND ",
             lease_fence!("triggers", id = "ends.trigger_id", token = "ends.token"),

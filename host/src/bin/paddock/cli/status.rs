@@ -175,7 +175,7 @@ fn print_text(report: &StatusReport) {
             .unwrap_or_default()
     );
     println!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}",
         "GROUP",
         "RUNNING/LIMIT",
         "BACKLOG",
@@ -184,7 +184,8 @@ fn print_text(report: &StatusReport) {
         "SUCCEEDING",
         "DRAIN ETA",
         "TICKETS",
-        "PAUSED"
+        "PAUSED",
+        "MANUAL"
     );
     for g in &report.groups {
         println!("{}", line(g, report.window_ms));
@@ -198,7 +199,8 @@ fn print_text(report: &StatusReport) {
     println!(
         "backlog: due, waiting for a claim (recovery lane in brackets); oldest due: the longest-waiting; \
          arriving: became due; succeeding: reached succeeded; ETA = backlog / (succeeding − arriving); \
-         paused: held by a closed gate (`paddock gates`), not backlog"
+         paused: held by a closed gate (`paddock gates`), not backlog; \
+         manual: waiting for a person (an approval, or a ticket's answer: `paddock exceptions list`), not backlog"
     );
 }
 
@@ -225,7 +227,7 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
     };
     let running = format!("{}/{}", g.running, g.limit);
     format!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}",
         g.group,
         running,
         backlog,
@@ -234,7 +236,8 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
         rate(flow.success_per_s()),
         eta,
         g.open_tickets,
-        g.paused
+        g.paused,
+        g.manual
     )
 }
 
@@ -306,6 +309,7 @@ mod tests {
             successes: 240_000,
             open_tickets: 2,
             paused: 3,
+            manual: 1,
         };
         let text = line(&g, 300_000);
         assert!(text.contains("40/40"), "{text}");
