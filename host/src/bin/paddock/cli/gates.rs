@@ -88,9 +88,10 @@ pub async fn resume(host: &Host, args: ScopeArgs, actor: &str) -> anyhow::Result
 pub fn print_resumed(scope: &GateScope, r: &ResumeReport) {
     if let Some(by) = &r.proposed_by {
         println!(
-            "resume of {scope} proposed by {by}; nothing changed: it reopens when a different \
+            "resume of {0} proposed by {1}; nothing changed: it reopens when a different \
              person resumes it with their own token: paddock --server URL --token T resume \
-             --global --reason \"...\""
+             --global --reason \"...\"",
+            scope, by
         );
         return;
     }
@@ -156,7 +157,8 @@ pub fn print_gates(gates: &[paddock::store::GateRecord]) {
             ),
             _ => match &g.resume_proposed_by {
                 Some(by) => println!(
-                    "; resume proposed by {by}: {} (awaiting a second person)",
+                    "; resume proposed by {0}: {1} (awaiting a second person)",
+                    by,
                     g.resume_proposed_reason.as_deref().unwrap_or("")
                 ),
                 None => println!(),

@@ -330,9 +330,12 @@ pub async fn group(host: &Host, cmd: GroupCmd, actor: &str) -> anyhow::Result<()
 /// The tenants a group admits now, after `group allow` / `disallow`.
 pub fn print_tenants_of(group: &str, tenants: &[String]) {
     if tenants.is_empty() {
-        println!("group {group} admits no tenant (`paddock group allow {group} --tenant T`)");
+        println!(
+            "group {0} admits no tenant (`paddock group allow {0} --tenant T`)",
+            group
+        );
     } else {
-        println!("group {group} admits: {}", tenants.join(", "));
+        println!("group {0} admits: {1}", group, tenants.join(", "));
     }
 }
 

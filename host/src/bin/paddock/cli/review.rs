@@ -32,7 +32,7 @@ pub fn by_tenant(by: &str) -> anyhow::Result<bool> {
 /// What each tenant's jobs may be granted, group by group.
 pub fn print_tenant_grants(reports: &[TenantGrants], format: &str) -> anyhow::Result<()> {
     if format == "json" {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        super::print::json(&reports)?;
         return Ok(());
     }
     for t in reports {
@@ -42,20 +42,26 @@ pub fn print_tenant_grants(reports: &[TenantGrants], format: &str) -> anyhow::Re
             format!("tenant {}", t.tenant)
         };
         if t.groups.is_empty() {
-            println!("{who}: admitted to no group (its jobs cannot be applied)");
+            println!(
+                "{0}: admitted to no group (its jobs cannot be applied)",
+                who
+            );
             continue;
         }
-        println!("{who}:");
+        println!("{0}:", who);
         for g in &t.groups {
             let grants = if g.grants.is_empty() {
                 "no grants".to_string()
             } else {
                 g.grants.join(", ")
             };
-            println!("  group {} (admitted {}): {grants}", g.group, g.admitted);
+            println!(
+                "  group {0} (admitted {1}): {2}",
+                g.group, g.admitted, grants
+            );
             for (connector, credential) in &g.credentials {
                 let shown = credential.as_deref().unwrap_or("no credential");
-                println!("    connector {connector}: {shown}");
+                println!("    connector {0}: {1}", connector, shown);
             }
         }
     }
