@@ -32,7 +32,7 @@ async fn held_trigger(db: Db, key: &str) -> (TestHost, Ledger, TriggerRecord, Ex
     .await;
     host.job("pay", "effector", PAY).await;
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-M", "charge", key, 5))
@@ -281,7 +281,7 @@ async fn a_ticket_opened_by_recovery_holds_a_trigger_waiting_to_retry(db: Db) {
     .await;
     host.job("pay", "effector", PAY).await;
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-M4", "charge", key, 5))
@@ -355,7 +355,7 @@ async fn a_ticket_holds_its_trigger_across_two_serve_processes_until_it_is_resol
     host.job("pay", "effector", PAY).await;
     host.job("tick", "noop", "").await;
     ledger
-        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": key}}))
+        .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
     let t = host
         .trigger("pay", effect("ledger", "RES-M5", "charge", key, 5))

@@ -213,6 +213,10 @@ async fn a_downstream_echoing_the_credential_leaves_it_in_no_row_and_no_answer(d
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or_default()
                         .to_string();
+                    // The key as the guest named it, without its tenant.
+                    let key = key
+                        .split_once('/')
+                        .map_or(key.clone(), |(_, k)| k.to_string());
                     let body = axum::Json(json!({"error": "echo", "headers": echoed(&headers)}));
                     let status = if key.starts_with("refuse") {
                         StatusCode::UNPROCESSABLE_ENTITY

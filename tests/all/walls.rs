@@ -202,7 +202,7 @@ async fn a_key_conflict_ticket_is_its_own_tenants_and_shows_nothing_of_another(d
         effect("ledger", "RES-K", "reserve", key, 20),
     )
     .await;
-    assert_eq!(a.state, "failed", "{a:?}");
+    assert_eq!(a.state, "manual", "held for the ticket: {a:?}");
     let tickets = host.store.exceptions_list(None).await.unwrap();
     assert_eq!(tickets.len(), 1);
     let ticket = &tickets[0];

@@ -51,7 +51,7 @@ impl ControlStore for Store {
              max_concurrency, grants, connector_rate_per_s, service_time_ms, db_connections, \
              memory_budget_bytes, working_set_bytes, effective_concurrency, effective_binding, \
              aging_ms, min_share, recovery_share_pct, ramp_every_ms, output_caps, created_at, \
-             updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
+             updated_at) VALUES (?, ?, ?, ?, ?, ?, NULLIF(?, 0), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -74,7 +74,11 @@ impl ControlStore for Store {
         .bind(group.deadline_ms)
         .bind(group.max_concurrency)
         .bind(&group.grants)
-        .bind(inputs.connector_rate_per_s)
+        // Never bound as a NULL: on PostgreSQL a statement first prepared
+        // with this parameter NULL keeps a type that a later rate's
+        // binary value does not fit. 0 is no rate (the column's CHECK
+        // refuses 0 itself).
+        .bind(inputs.connector_rate_per_s.unwrap_or(0.0))
         .bind(inputs.service_time_ms)
         .bind(inputs.db_connections)
         .bind(inputs.memory_budget_bytes)
