@@ -128,7 +128,7 @@ impl TriggerState {
 
 impl fmt::Display for TriggerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -360,7 +360,7 @@ impl AttemptOutcome {
 
 impl fmt::Display for AttemptOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
