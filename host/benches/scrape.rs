@@ -161,7 +161,7 @@ async fn measure(url: &str, sandbox: &Arc<Sandbox>, triggers: i64, runs: usize) 
 async fn seed(store: &Store, sandbox: &Arc<Sandbox>, triggers: i64) {
     let registry = Registry::new(store.clone(), sandbox.clone());
     let mut default = store.group_get("default").await.unwrap().unwrap();
-    default.max_concurrency = 1_000_000;
+    default.max_concurrency = paddock::model::bounds::CONCURRENCY.max;
     for g in 0..GROUPS {
         default.name = format!("g{g}");
         registry.group_put(default.clone(), "bench").await.unwrap();
