@@ -9,8 +9,8 @@
 //! visits each page once per tenant, with a B-tree descent for every row
 //! (SQLite steps to the next row without one only when the id asked for is
 //! the last one plus one). Measured on `benches/throughput` (four tenants
-//! of weights 1–4 creating triggers in turn, 10 rounds alternated; the
-//! record is in docs/performance.md's history): with quotas and fair shares on,
+//! of weights 1–4 creating triggers in turn, 10 rounds alternated): with
+//! quotas and fair shares on,
 //! in-process throughput went from 0.86× to 0.92× of one tenant's with
 //! them off.
 //!
