@@ -79,7 +79,7 @@ async fn main() {
     for (id, spec) in &specs {
         sqlx::query(store.sql("INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at) VALUES (?, 't', 1, 0, 0)"))
             .bind(id).execute(&mut *tx).await.unwrap();
-        sqlx::query(store.sql("INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) VALUES (?, 1, 'd', '{}', 'c', 'default', 'b', 0)"))
+        sqlx::query(store.sql("INSERT INTO plan_versions (tenant, job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) VALUES ('t', ?, 1, 'd', '{}', 'c', 'default', 'b', 0)"))
             .bind(id).execute(&mut *tx).await.unwrap();
         sqlx::query(store.sql("INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group, priority, active_from, updated_at) VALUES (?, 1, ?, ?, 't', 'default', 0, 0, 0)"))
             .bind(id).bind(shard_of(id, 16) as i64).bind(spec.canonical_json()).execute(&mut *tx).await.unwrap();

@@ -199,7 +199,7 @@ async fn seed(store: &Store, sandbox: &Arc<Sandbox>, triggers: i64) {
              CASE WHEN n.i % 100 < 91 THEN 1700000000000 + n.i END \
          FROM n JOIN (SELECT p.job_id, b.tenant, p.resource_group, \
              row_number() OVER (ORDER BY p.job_id) - 1 AS k \
-             FROM plan_versions p JOIN jobs b ON b.job_id = p.job_id) j \
+             FROM plan_versions p JOIN jobs b ON b.tenant = p.tenant AND b.job_id = p.job_id) j \
              ON j.k = n.i % ?",
     );
     sqlx::query(insert)

@@ -210,7 +210,7 @@ impl Registry {
                 .audit_record(
                     actor,
                     "plan.rejected",
-                    &manifest.id,
+                    &crate::model::plan::JobName::qualified(&manifest.tenant, &manifest.id),
                     serde_json::json!({ "reason": error.to_string() }),
                 )
                 .await?;

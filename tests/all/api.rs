@@ -966,11 +966,12 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
     }
     assert_eq!(snapshot(&api.host.store).await, before);
     // Skipped fire times are their job's tenant's: the SQL scopes them.
-    for job in ["acme-job", "globex-job"] {
+    for (tenant, job) in [("acme", "acme-job"), ("globex", "globex-job")] {
         sqlx::query(api.host.store.sql(
-            "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
-             VALUES (?, 1, 0, 'misfire_skip', 0)",
+            "INSERT INTO skipped_fires (tenant, job_id, plan_version, scheduled_at, reason, \
+             recorded_at) VALUES (?, ?, 1, 0, 'misfire_skip', 0)",
         ))
+        .bind(tenant)
         .bind(job)
         .execute(api.host.store.pool())
         .await
@@ -1879,8 +1880,8 @@ async fn every_read_prints_the_same_from_a_server_as_from_the_database(db: Db) {
     let api = start(db).await;
     acme_cron(&api).await;
     sqlx::query(api.host.store.sql(
-        "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at) \
-         VALUES ('acme-cron', 1, 0, 'misfire_skip', 0)",
+        "INSERT INTO skipped_fires (tenant, job_id, plan_version, scheduled_at, reason, \
+         recorded_at) VALUES ('acme', 'acme-cron', 1, 0, 'misfire_skip', 0)",
     ))
     .execute(api.host.store.pool())
     .await

@@ -1514,7 +1514,7 @@ fn scan(at: i64, watermark: i64) -> ScanCommit {
             trigger(at + 1_000, TriggerState::Pending),
             trigger(at + 2_000, TriggerState::Manual),
         ],
-        skipped: vec![(JOB.into(), 1, at - 5_000)],
+        skipped: vec![(crate::TENANT.into(), JOB.into(), 1, at - 5_000)],
         watermark,
     }
 }
@@ -1592,15 +1592,15 @@ async fn scan_commit_under_the_current_generation_writes_triggers_skipped_fires_
         let at = db.t0 + offset;
         let t = db
             .store
-            .trigger_by_key(&plan_key_ms(JOB, at, 1, None))
+            .trigger_by_key(crate::TENANT, &plan_key_ms(JOB, at, 1, None))
             .await
             .unwrap();
         assert_eq!((t.state, t.origin.as_str()), (state, "schedule"));
         assert_eq!((t.scheduled_at, t.next_run_at), (at, at));
     }
-    let skipped = db.store.skipped_list(Some(JOB), 10).await.unwrap();
+    let skipped = db.store.skipped_list(Some((crate::TENANT, JOB)), 10).await.unwrap();
     assert_eq!(skipped.len(), 1);
-    assert_eq!(skipped[0].2, db.t0 - 5_000);
+    assert_eq!(skipped[0].3, db.t0 - 5_000);
     let shard = db.shard(SHARD).await;
     assert_eq!(shard.watermark, Some(db.t0 + 3_000));
     assert_eq!(shard.last_scan_at, Some(db.t0));

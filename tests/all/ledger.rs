@@ -212,7 +212,12 @@ impl Ledger {
     /// soon as it is created, and would pass a gate held only after.
     pub async fn held_trigger(&self, host: &crate::TestHost, job: &str, mut params: Value) -> i64 {
         let name = format!("held-{}", self.next_gate.fetch_add(1, Ordering::Relaxed));
-        let tenant = host.store.job_get(job).await.unwrap().unwrap().tenant;
+        let tenant = host
+            .store
+            .job_get_for(&paddock::model::identity::TenantScope::Every, job)
+            .await
+            .unwrap()
+            .tenant;
         let gate = paddock::effects::classify::downstream_key(&tenant, &format!("gate/{name}/1"));
         self.post("/admin/hold", json!({"hold_key": gate})).await;
         params["gate_name"] = json!(name);

@@ -71,6 +71,7 @@ mod fuel;
 mod gates;
 mod group_commit;
 mod guests;
+mod job_names;
 mod hostile;
 mod incident;
 mod layers;

@@ -130,4 +130,158 @@ mod sqlite {
             .await
             .unwrap();
     }
+
+    /// The rows a user of 0033 has that 0034 re-keys by tenant: a job
+    /// with a plan, a schedule, a skipped fire time, two triggers (one
+    /// deleted, so the sequence is ahead) and a closed job gate.
+    const SEED_0033: &str = "
+        INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms,
+            max_concurrency, created_at, updated_at) VALUES ('g', 1, 1, 1, 1, 0, 0);
+        INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at)
+        VALUES ('c', 0, x'', '{}', 'test', 0);
+        INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at)
+        VALUES ('nightly', 'acme', 1, 0, 0);
+        INSERT INTO plan_versions (job_id, version, digest, spec, component_digest,
+            resource_group, created_by, created_at, job_type)
+        VALUES ('nightly', 1, 'd', '{}', 'c', 'g', 'test', 0, 'report');
+        INSERT INTO job_schedules (job_id, plan_version, shard, spec, tenant, resource_group,
+            priority, active_from, updated_at) VALUES ('nightly', 1, 0, '{}', 'acme', 'g', 0, 0, 0);
+        INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, recorded_at)
+        VALUES ('nightly', 1, 5, 'misfire_skip', 5);
+        INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group,
+            origin, scheduled_at, state, next_run_at, fencing_token, attempts, request_key,
+            created_at, updated_at)
+        VALUES (7, 'nightly@1@v1', 'nightly', 1, 'acme', 'g', 'manual', 1, 'running', 1, 3, 2,
+                'deploy-1', 1, 1),
+               (8, 'nightly@2@v1', 'nightly', 1, 'acme', 'g', 'manual', 2, 'pending', 2, 0, 0,
+                NULL, 2, 2);
+        DELETE FROM triggers WHERE id = 8;
+        INSERT INTO gates (kind, value, reason, closed_by, closed_at)
+        VALUES ('job', 'nightly', 'maintenance', 'ops', 1);";
+
+    #[tokio::test]
+    async fn a_0033_database_keys_jobs_by_tenant_and_keeps_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("old.db");
+        let old = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&file)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        let mut migrator = Migrator::new(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../migrations/sqlite"
+        )))
+        .await
+        .unwrap();
+        assert!(
+            migrator.migrations.iter().any(|m| m.version == 34),
+            "this test is about 0034"
+        );
+        migrator.migrations = Cow::Owned(
+            migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version <= 33)
+                .cloned()
+                .collect(),
+        );
+        migrator.run(&old).await.unwrap();
+        sqlx::raw_sql(SEED_0033).execute(&old).await.unwrap();
+        old.close().await;
+
+        let url = format!("sqlite://{}", file.display());
+        let store = Store::open(&url).await.unwrap();
+        let pool = store.pool();
+        let one = |sql: &'static str| async move {
+            sqlx::query_as::<_, (String,)>(sql)
+                .fetch_one(pool)
+                .await
+                .unwrap()
+                .0
+        };
+        assert_eq!(one("SELECT tenant FROM plan_versions").await, "acme");
+        assert_eq!(one("SELECT job_type FROM plan_versions").await, "report");
+        assert_eq!(one("SELECT tenant FROM skipped_fires").await, "acme");
+        assert_eq!(one("SELECT tenant FROM job_schedules").await, "acme");
+        assert_eq!(
+            one("SELECT value FROM gates WHERE kind = 'job'").await,
+            "acme/nightly",
+            "a job gate names the job with its tenant"
+        );
+        let kept: (i64, String, i64, i64, Option<String>) = sqlx::query_as(
+            "SELECT id, state, fencing_token, attempts, request_key FROM triggers",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(kept, (7, "running".into(), 3, 2, Some("deploy-1".into())));
+        let sequence: (i64,) =
+            sqlx::query_as("SELECT seq FROM sqlite_sequence WHERE name = 'triggers'")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        assert_eq!(sequence.0, 8, "a deleted id is never handed out again");
+
+        // Another tenant's job of the same id, with the same plan key, is
+        // another job; the same tenant's second one is still refused.
+        sqlx::raw_sql(
+            "INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at)
+             VALUES ('nightly', 'globex', 1, 0, 0);
+             INSERT INTO plan_versions (tenant, job_id, version, digest, spec, component_digest,
+                 resource_group, created_by, created_at)
+             VALUES ('globex', 'nightly', 1, 'd', '{}', 'c', 'g', 'test', 0);
+             INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group,
+                 origin, scheduled_at, state, next_run_at, created_at, updated_at)
+             VALUES ('nightly@1@v1', 'nightly', 1, 'globex', 'g', 'manual', 1, 'pending', 1, 1, 1);",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        let twice = sqlx::query(
+            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group,
+                 origin, scheduled_at, state, next_run_at, created_at, updated_at)
+             VALUES ('nightly@1@v1', 'nightly', 1, 'acme', 'g', 'manual', 1, 'pending', 1, 1, 1)",
+        )
+        .execute(pool)
+        .await
+        .expect_err("a plan key is unique within its tenant");
+        assert!(twice.to_string().contains("UNIQUE"), "{twice}");
+        let orphan = sqlx::query(
+            "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group,
+                 origin, scheduled_at, state, next_run_at, created_at, updated_at)
+             VALUES ('nightly@9@v1', 'nightly', 1, 'initech', 'g', 'manual', 9, 'pending', 9, 1, 1)",
+        )
+        .execute(pool)
+        .await
+        .expect_err("a trigger's plan is its own tenant's");
+        assert!(orphan.to_string().contains("FOREIGN KEY"), "{orphan}");
+        let indexes: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'triggers' \
+             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        for index in [
+            "triggers_job",
+            "triggers_pending",
+            "triggers_recovery",
+            "triggers_manual",
+            "triggers_running",
+            "triggers_parked",
+            "triggers_paused",
+            "triggers_request",
+            "triggers_backfill_waiting",
+        ] {
+            assert!(
+                indexes.iter().any(|(name,)| name == index),
+                "{index} is re-created: {indexes:?}"
+            );
+        }
+    }
 }

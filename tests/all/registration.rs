@@ -5,6 +5,8 @@ use crate::{Db, TestHost, guest};
 use paddock::model::ApplyOutcome;
 use paddock::store::prelude::*;
 use std::path::Path;
+use paddock::store::NewTrigger;
+use serde_json::json;
 
 fn manifest(params: &str) -> String {
     format!(
@@ -79,7 +81,7 @@ async fn changing_content_without_a_version_creates_the_next_version_and_keeps_t
         apply(v1).await,
         ApplyOutcome::Created { version: 3, .. }
     ));
-    let versions = host.store.plan_versions("billing").await.unwrap();
+    let versions = host.store.plan_versions("acme", "billing").await.unwrap();
     assert_eq!(versions.len(), 3);
     assert_eq!(versions[0].digest, versions[2].digest);
 }
@@ -149,27 +151,41 @@ async fn the_capability_manifest_lists_every_import_and_the_run_export(db: Db) {
     );
 }
 
-db_test!(a_job_cannot_change_tenant);
-async fn a_job_cannot_change_tenant(db: Db) {
+db_test!(a_job_id_another_tenant_uses_is_another_job);
+async fn a_job_id_another_tenant_uses_is_another_job(db: Db) {
     let host = TestHost::new(db).await;
     let first = manifest("a = 1").replace("version = 1\n", "");
     host.registry
         .job_apply(&first, Path::new("."), "ci")
         .await
         .unwrap();
+    // The same id and content in another tenant: its own version 1, not
+    // a refusal that would tell the team the id exists elsewhere.
     let other = first.replace("tenant = \"acme\"", "tenant = \"globex\"");
-    let err = host
+    let (_, outcome) = host
         .registry
         .job_apply(&other, Path::new("."), "ci")
         .await
-        .unwrap_err();
-    let err = err.to_string();
-    assert!(err.contains("is not available to tenant 'globex'"), "{err}");
-    assert!(
-        !err.contains("acme"),
-        "another tenant's name is not told: {err}"
-    );
-    assert_eq!(host.count("plan_versions").await, 1);
+        .unwrap();
+    assert_eq!(outcome.version(), 1);
+    assert_eq!(host.count("plan_versions").await, 2);
+    assert_eq!(host.store.plan_versions("acme", "billing").await.unwrap().len(), 1);
+    assert_eq!(host.store.plan_versions("globex", "billing").await.unwrap().len(), 1);
+    // A bare name both tenants use names neither: the refusal lists the
+    // qualified names, and a qualified name is one job.
+    let err = host
+        .store
+        .trigger_create(&NewTrigger::manual("billing", json!({}), None))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("acme/billing") && err.contains("globex/billing"), "{err}");
+    let (run, _) = host
+        .store
+        .trigger_create(&NewTrigger::manual("globex/billing", json!({}), None))
+        .await
+        .unwrap();
+    assert_eq!((run.tenant.as_str(), run.job_id.as_str()), ("globex", "billing"));
 }
 
 db_test!(the_audit_log_refuses_updates_and_deletes);

@@ -57,8 +57,8 @@ async fn bulk_cron_jobs(host: &TestHost, jobs: &[(String, String)], active_from:
             .await
             .unwrap();
         sqlx::query(host.store.sql(
-            "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) \
-             VALUES (?, 1, 'd', '{}', ?, 'default', 'test', 0)",
+            "INSERT INTO plan_versions (tenant, job_id, version, digest, spec, component_digest, resource_group, created_by, created_at) \
+             VALUES ('t', ?, 1, 'd', '{}', ?, 'default', 'test', 0)",
         ))
         .bind(id)
         .bind(&component.digest)

@@ -53,11 +53,17 @@ impl SchedulerStore for StallingScheduler {
         shard: u32,
         from: i64,
         to: i64,
-    ) -> StoreResult<HashSet<(String, i64)>> {
+    ) -> StoreResult<HashSet<(String, String, i64)>> {
         self.store.shard_existing(shard, from, to).await
     }
-    async fn decided_times(&self, job_id: &str, from: i64, to: i64) -> StoreResult<Vec<i64>> {
-        self.store.decided_times(job_id, from, to).await
+    async fn decided_times(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<i64>> {
+        self.store.decided_times(tenant, job_id, from, to).await
     }
     async fn scan_commit(&self, lease: &ShardLease, scan: &ScanCommit) -> StoreResult<ScanWritten> {
         let writes = !scan.triggers.is_empty() || !scan.skipped.is_empty();
@@ -134,11 +140,11 @@ async fn no_fire_time_is_both_skipped_and_run(db: Db, misfire: &str) {
     .collect();
     let skipped: BTreeSet<i64> = host
         .store
-        .skipped_list(Some("tick"), 1_000)
+        .skipped_list(Some((crate::TENANT, "tick")), 1_000)
         .await
         .unwrap()
         .into_iter()
-        .map(|(_, _, at, _)| at)
+        .map(|(_, _, _, at, _)| at)
         .collect();
     assert_eq!(
         run.len() as i64,

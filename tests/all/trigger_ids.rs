@@ -127,8 +127,9 @@ mod sqlite {
     /// one backfill; the ids of every backfilled trigger, in order.
     async fn backfill_hours(host: &TestHost, hours: i64) -> Vec<i64> {
         let times: Vec<i64> = (1..=hours).map(|h| h * HOUR_MS).collect();
+        let job = host.store.job_get("a", "ja").await.unwrap().unwrap();
         host.store
-            .triggers_backfill("ja", 1, &times, "test")
+            .triggers_backfill(&job, 1, &times, "test")
             .await
             .unwrap();
         sqlx::query_scalar("SELECT id FROM triggers WHERE origin = 'backfill' ORDER BY id")

@@ -129,7 +129,7 @@ impl Two {
     /// An open `unknown_outcome` ticket on an effect left `unknown`.
     async fn ticket(&self, key: &str) -> i64 {
         let host = &self.host;
-        if host.store.plan_versions("pay").await.unwrap().is_empty() {
+        if host.store.plan_versions(crate::TENANT, "pay").await.unwrap().is_empty() {
             host.job("pay", "noop", "").await;
         }
         let trigger = host.trigger("pay", json!({})).await.id;

@@ -294,16 +294,16 @@ async fn an_effect_is_read_by_key_only_within_its_tenant(db: Db) {
 /// Group `bankgrp`, granted connector `ledger` with a credential the
 /// ledger requires, admitting `alpha` only; a token of each tenant, and
 /// the API serving the host.
-struct Bank {
-    host: TestHost,
-    ledger: Ledger,
-    api: paddock::api::ApiServer,
-    tokens: std::collections::HashMap<&'static str, String>,
+pub(crate) struct Bank {
+    pub(crate) host: TestHost,
+    pub(crate) ledger: Ledger,
+    pub(crate) api: paddock::api::ApiServer,
+    pub(crate) tokens: std::collections::HashMap<&'static str, String>,
 }
 
 const BANK_SECRET: &str = "bank-s3cret-9f2e";
 
-async fn bank(db: Db) -> Bank {
+pub(crate) async fn bank(db: Db) -> Bank {
     use paddock::model::ResourceGroup;
     use paddock::model::identity::Role;
     let host = TestHost::new(db).await;
@@ -382,7 +382,7 @@ async fn bank(db: Db) -> Bank {
 impl Bank {
     /// Push the effector as token `who` (a team's component is its
     /// tenant's); its digest.
-    async fn push_effector(&self, who: &str) -> String {
+    pub(crate) async fn push_effector(&self, who: &str) -> String {
         let bytes = std::fs::read(guest("effector")).unwrap();
         let response = reqwest::Client::new()
             .post(format!("http://{}/v1/components", self.api.addr()))
@@ -398,7 +398,13 @@ impl Bank {
     }
 
     /// `method path` as token `who`: the status and the JSON answer.
-    async fn call(&self, who: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) async fn call(
+        &self,
+        who: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let url = format!("http://{}{path}", self.api.addr());
         let client = reqwest::Client::new();
         let request = match method {
@@ -461,7 +467,7 @@ async fn a_team_cannot_run_in_a_group_that_does_not_admit_its_tenant_and_a_revok
         "{out}"
     );
     assert!(
-        host.store.job_get("steal").await.unwrap().is_none(),
+        host.store.jobs_named("steal").await.unwrap().is_empty(),
         "nothing stored"
     );
 

@@ -65,8 +65,9 @@ async fn job_gate(
     verb: GateVerb,
     reason: String,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    api.store.job_get_for(&caller.scope()?, &job).await?;
-    gate(&api, &caller, GateScope::Job(job), verb, &reason).await
+    // A job gate names the job by its qualified name, `tenant/job`.
+    let job = api.store.job_get_for(&caller.scope()?, &job).await?;
+    gate(&api, &caller, GateScope::Job(job.qualified()), verb, &reason).await
 }
 
 /// A type's, tenant's or group's gate (`/v1/gates/{kind}/{name}/…`).
@@ -162,7 +163,7 @@ pub async fn gates(
     for g in gates {
         let seen = match g.kind.as_str() {
             "tenant" => g.value == own,
-            "job" => api.store.job_get_for(&scope, &g.value).await.is_ok(),
+            "job" => g.value.split_once('/').is_some_and(|(tenant, _)| tenant == own),
             _ => true,
         };
         if seen {

@@ -90,7 +90,7 @@ pub async fn compensate(
         .await?;
     let compensation = Compensation {
         original,
-        job: request.job,
+        job: job.qualified(),
         key: request.key,
         action: request.action,
         payload: request.payload,

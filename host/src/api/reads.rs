@@ -68,7 +68,7 @@ pub async fn jobs(
         .store
         .jobs_page_for(&caller.scope()?, q.after.as_deref(), limit + 1)
         .await?;
-    Ok(Json(page(found, limit, |j| j.job_id.clone())))
+    Ok(Json(page(found, limit, JobRecord::qualified)))
 }
 
 pub async fn job(
@@ -77,7 +77,7 @@ pub async fn job(
     ApiPath(job): ApiPath<String>,
 ) -> Answer<JobView> {
     let job = api.store.job_get_for(&caller.scope()?, &job).await?;
-    let versions = api.store.plan_versions(&job.job_id).await?;
+    let versions = api.store.plan_versions(&job.tenant, &job.job_id).await?;
     Ok(Json(JobView { job, versions }))
 }
 

@@ -115,14 +115,15 @@ pub async fn backfill(
 ) -> Answer<BackfillResponse> {
     let max = crate::model::bounds::backfill_max(request.max).map_err(ApiError::bad_request)?;
     preview::check_window(request.from, request.to)?;
-    let (schedule, _, version) = preview::of_plan(&api.store, &caller.scope()?, &job).await?;
+    let (schedule, _, (record, version)) =
+        preview::of_plan(&api.store, &caller.scope()?, &job).await?;
     let times: Vec<i64> = preview::times(&schedule, request.from, request.to, max)?
         .iter()
         .map(|t| t.timestamp_millis())
         .collect();
     let done = api
         .store
-        .triggers_backfill(&job, version, &times, &caller.actor())
+        .triggers_backfill(&record, version, &times, &caller.actor())
         .await?;
     Ok(Json(BackfillResponse {
         job,
@@ -160,7 +161,8 @@ pub async fn skipped(
         .skipped_list_for(&scope, q.job.as_deref(), limit)
         .await?
         .into_iter()
-        .map(|(job, version, at, reason)| Skipped {
+        .map(|(tenant, job, version, at, reason)| Skipped {
+            tenant,
             job,
             version,
             at,

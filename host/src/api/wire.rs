@@ -326,6 +326,7 @@ pub struct BackfillResponse {
 /// One skipped fire time.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Skipped {
+    pub tenant: String,
     pub job: String,
     pub version: i64,
     pub at: i64,

@@ -86,7 +86,7 @@ pub async fn trigger_run(
         .job_get_for(&caller.scope()?, &request.job)
         .await?;
     let new = NewTrigger::manual(
-        &job.job_id,
+        &job.qualified(),
         serde_json::Value::Object(request.params),
         request.request_key.as_deref(),
     )

@@ -6,6 +6,7 @@
 use super::EffectGateway;
 use super::gateway::RecoveryReport;
 use crate::model::plan::sha256_hex;
+use crate::model::text::Esc;
 use crate::store::{ControlStore, NewTrigger, ReadStore, Store, StoreError};
 
 /// An operator's compensation of a succeeded effect: a new trigger of
@@ -59,10 +60,20 @@ pub async fn compensate(
     }
     // Both keys are names in the compensating job's tenant: another
     // tenant's effect is not found there, so it is never compensated.
-    let tenant = match store.job_get(&c.job).await? {
-        Some(job) => job.tenant,
-        None => return Err(OperatorError::Invalid(format!("no job '{}'", c.job))),
+    let job = match store
+        .job_get_for(&crate::model::identity::TenantScope::Every, &c.job)
+        .await
+    {
+        Ok(job) => job,
+        Err(StoreError::NotFound(_)) => {
+            return Err(OperatorError::Invalid(format!("no job '{}'", Esc(&c.job))));
+        }
+        Err(StoreError::Conflict(why) | StoreError::OutOfBounds(why)) => {
+            return Err(OperatorError::Invalid(why));
+        }
+        Err(e) => return Err(e.into()),
     };
+    let tenant = job.tenant.clone();
     let original = EffectGateway::new(store.clone())
         .check_compensation(&tenant, &c.key, &c.original)
         .await
@@ -75,7 +86,7 @@ pub async fn compensate(
         "compensates": c.original,
     });
     let (trigger, created) = store
-        .trigger_create(&NewTrigger::manual(&c.job, params, None).by(actor))
+        .trigger_create(&NewTrigger::manual(&job.qualified(), params, None).by(actor))
         .await?;
     store
         .audit_record(

@@ -150,7 +150,12 @@ impl LeaseMetrics {
             };
             self.claims.get_or_create(&group).inc();
             let first = claim.attempt_no == 1;
-            self.jobs.count(&claim.job_id, first);
+            // Keyed by the job's qualified name: two tenants' jobs of one
+            // id are two jobs (exported as `tenant` and `job` labels).
+            self.jobs.count(
+                &crate::model::plan::JobName::qualified(&claim.tenant, &claim.job_id),
+                first,
+            );
             if first {
                 let delay_ms = (claim.started_at - claim.scheduled_at).max(0);
                 self.trigger_delay

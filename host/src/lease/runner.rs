@@ -142,7 +142,7 @@ struct Plan {
 
 /// A runner bound to one store and one sandbox.
 pub struct Runner {
-    plans: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<Plan>>>,
+    plans: std::sync::Mutex<std::collections::HashMap<(String, String, i64), Arc<Plan>>>,
     groups: std::sync::Mutex<HashMap<String, groups::Cached>>,
     /// One turn per component to fetch and compile it ([`Runner::prepared`]).
     compiling: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -594,7 +594,7 @@ impl Runner {
         };
         let running = self
             .store
-            .job_running_before(&claim.job_id, claim.trigger_id)
+            .job_running_before(&claim.tenant, &claim.job_id, claim.trigger_id)
             .await?;
         let decision = crate::schedule::decide_overlap(
             schedule.overlap.policy,
@@ -644,13 +644,13 @@ impl Runner {
     /// The claim's plan version, read once per process: versions are
     /// immutable, so the cache never goes stale.
     async fn plan(&self, claim: &Claim) -> Result<Arc<Plan>, String> {
-        let key = (claim.job_id.clone(), claim.plan_version);
+        let key = (claim.tenant.clone(), claim.job_id.clone(), claim.plan_version);
         if let Some(plan) = self.plans.lock().expect("plan cache").get(&key) {
             return Ok(plan.clone());
         }
         let record = self
             .store
-            .plan_get(&claim.job_id, claim.plan_version)
+            .plan_get(&claim.tenant, &claim.job_id, claim.plan_version)
             .await
             .map_err(|e| e.to_string())?;
         let spec: PlanSpec = serde_json::from_str(&record.spec)

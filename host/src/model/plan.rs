@@ -14,6 +14,10 @@
 //!   (`nightly@2027-03-14T07:00:00Z@v3#eu`); [`PlanKey::parse`] inverts
 //!   [`plan_key`] for every job id that does not itself contain
 //!   `@<timestamp>@v<digits>`;
+//! - a job id is a name inside its tenant: the same id in two tenants is
+//!   two jobs. [`JobName`] is how a person names one: `JOB`, or
+//!   `TENANT/JOB` when the id alone would be ambiguous (neither a tenant
+//!   nor a job id may contain `/`);
 //! - [`shard_of`] is FNV-1a 64 of the job id's UTF-8 bytes modulo the shard
 //!   count: stable across Rust releases, platforms and processes (pinned by
 //!   tests), unlike `std`'s `DefaultHasher`.
@@ -266,6 +270,47 @@ impl FromStr for PlanKey {
     }
 }
 
+/// A job as a person names it: `JOB`, or `TENANT/JOB`. Job ids are names
+/// inside a tenant, so the qualified form is the one name that is never
+/// ambiguous; the bare id is enough wherever the caller's tenant is known
+/// (a team token) or only one tenant uses it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JobName {
+    /// The tenant, when the name carried one.
+    pub tenant: Option<String>,
+    /// The job id.
+    pub job: String,
+}
+
+impl JobName {
+    /// `TENANT/JOB` or `JOB`. Neither part may be empty; a name with two
+    /// `/` is refused rather than guessed at.
+    pub fn parse(name: &str) -> Result<JobName, String> {
+        let bad = || format!("'{}' is not a job name: use JOB or TENANT/JOB", name.escape_debug());
+        match name.split_once('/') {
+            None if !name.is_empty() => Ok(JobName { tenant: None, job: name.to_string() }),
+            Some((tenant, job)) if !tenant.is_empty() && !job.is_empty() && !job.contains('/') => {
+                Ok(JobName { tenant: Some(tenant.to_string()), job: job.to_string() })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// The qualified name of `job` in `tenant`.
+    pub fn qualified(tenant: &str, job: &str) -> String {
+        format!("{tenant}/{job}")
+    }
+}
+
+impl fmt::Display for JobName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tenant {
+            Some(tenant) => write!(f, "{tenant}/{}", self.job),
+            None => f.write_str(&self.job),
+        }
+    }
+}
+
 /// FNV-1a, 64 bit.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -285,6 +330,17 @@ pub fn shard_of(job_id: &str, shard_count: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_names_are_bare_or_qualified_and_nothing_else() {
+        assert_eq!(JobName::parse("nightly").unwrap(), JobName { tenant: None, job: "nightly".into() });
+        let q = JobName::parse("acme/nightly").unwrap();
+        assert_eq!((q.tenant.as_deref(), q.job.as_str()), (Some("acme"), "nightly"));
+        assert_eq!(q.to_string(), "acme/nightly");
+        for bad in ["", "/", "acme/", "/nightly", "a/b/c"] {
+            assert!(JobName::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

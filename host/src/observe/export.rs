@@ -106,12 +106,17 @@ fn process(registry: &mut Registry, here: &ProcessFigures<'_>) {
         lease.claims.clone(),
     );
     let jobs = lease.jobs.snapshot();
+    // The table is keyed by `tenant/job`; each is a label of its own.
+    let job_labels = |qualified: &str| -> Labels {
+        match qualified.split_once('/') {
+            Some((tenant, job)) => vec![("tenant", tenant.to_string()), ("job", job.to_string())],
+            None => vec![("job", qualified.to_string())],
+        }
+    };
     let by_job = |n: fn(&(String, u64, u64)) -> u64| {
         let family = Family::<Labels, Counter>::default();
         for row in &jobs {
-            family
-                .get_or_create(&vec![("job", row.0.clone())])
-                .inc_by(n(row));
+            family.get_or_create(&job_labels(&row.0)).inc_by(n(row));
         }
         family
     };
@@ -129,7 +134,7 @@ fn process(registry: &mut Registry, here: &ProcessFigures<'_>) {
         "paddock_retry_amplification",
         help(PROC, "attempts started per trigger started, by job (cluster-wide: sum(paddock_attempts_started_total) / sum(paddock_triggers_started_total))"),
         float_gauges(jobs.iter().filter(|r| r.2 > 0).map(|(job, attempts, triggers)| {
-            (vec![("job", job.clone())], *attempts as f64 / *triggers as f64)
+            (job_labels(job), *attempts as f64 / *triggers as f64)
         })),
     );
     registry.register_with_unit(

@@ -48,6 +48,8 @@ pub struct Use {
 pub struct Reach {
     pub connector: String,
     pub job: String,
+    /// The job's tenant: job ids are names inside a tenant.
+    pub tenant: String,
     pub group: String,
     pub granted: bool,
     pub configured: bool,
@@ -61,7 +63,7 @@ pub async fn capabilities(store: &Store) -> StoreResult<Vec<ComponentReport>> {
     let connectors = store.connectors_list().await?;
     let mut versions = Vec::new();
     for job in store.jobs_list().await? {
-        for plan in store.plan_versions(&job.job_id).await? {
+        for plan in store.plan_versions(&job.tenant, &job.job_id).await? {
             versions.push((job.clone(), plan));
         }
     }
@@ -112,13 +114,17 @@ pub async fn capabilities(store: &Store) -> StoreResult<Vec<ComponentReport>> {
                 .map_err(|e| StoreError::Conflict(format!("stored plan unreadable: {e}")))?;
             for name in &spec.connectors {
                 if reach.iter().any(|r: &Reach| {
-                    &r.connector == name && r.group == plan.resource_group && r.job == job.job_id
+                    &r.connector == name
+                        && r.group == plan.resource_group
+                        && r.job == job.job_id
+                        && r.tenant == job.tenant
                 }) {
                     continue;
                 }
                 reach.push(Reach {
                     connector: name.clone(),
                     job: job.job_id.clone(),
+                    tenant: job.tenant.clone(),
                     group: plan.resource_group.clone(),
                     granted: groups
                         .get(&plan.resource_group)

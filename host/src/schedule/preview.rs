@@ -8,7 +8,7 @@
 use super::{Schedule, ScheduleSpec, TriggerSpec};
 use crate::model::PlanSpec;
 use crate::model::identity::TenantScope;
-use crate::store::{ReadStore, Store, StoreError};
+use crate::store::{JobRecord, ReadStore, Store, StoreError};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use std::collections::BTreeSet;
@@ -65,20 +65,21 @@ pub fn plan_name(plan: &str) -> Result<(&str, Option<i64>), PreviewError> {
     }
 }
 
-/// The schedule of a stored plan (`JOB` or `JOB@vN`) the scope may see,
-/// and the zone its times are shown in; with the version it is.
+/// The schedule of a stored plan (`JOB`, `TENANT/JOB`, either with `@vN`)
+/// the scope may see, and the zone its times are shown in; with the job
+/// and the version it is.
 pub async fn of_plan(
     store: &Store,
     scope: &TenantScope,
     plan: &str,
-) -> Result<(Schedule, Tz, i64), PreviewError> {
+) -> Result<(Schedule, Tz, (JobRecord, i64)), PreviewError> {
     let (job, version) = plan_name(plan)?;
-    let record = store
-        .job_get_for(scope, job)
-        .await
-        .map_err(|_| PreviewError::NotFound(format!("no job '{job}'")))?;
+    let record = store.job_get_for(scope, job).await.map_err(|e| match e {
+        StoreError::Conflict(why) | StoreError::OutOfBounds(why) => PreviewError::Bad(why),
+        _ => PreviewError::NotFound(format!("no job '{}'", crate::model::text::Esc(job))),
+    })?;
     let version = version.unwrap_or(record.latest_version);
-    let stored = store.plan_get(job, version).await?;
+    let stored = store.plan_get(&record.tenant, &record.job_id, version).await?;
     let spec: PlanSpec = serde_json::from_str(&stored.spec)
         .map_err(|e| PreviewError::Bad(format!("stored plan of '{plan}' unreadable: {e}")))?;
     let schedule = ScheduleSpec::of_plan(&spec).map_err(PreviewError::Bad)?;
@@ -89,7 +90,7 @@ pub async fn of_plan(
     let compiled = schedule
         .compile()
         .map_err(|e| PreviewError::Bad(e.to_string()))?;
-    Ok((compiled, zone, version))
+    Ok((compiled, zone, (record, version)))
 }
 
 /// One side of a diff: `cron:EXPR` (in `tz`), `JOB` or `JOB@vN`.

@@ -105,7 +105,7 @@ type Compiled = Arc<(ScheduleSpec, Schedule)>;
 /// (count, newest update, sum of versions) of a shard's schedules.
 type Fingerprint = (i64, i64, i64);
 /// (job, fire time in ms)
-type FireKey = (String, i64);
+type FireKey = (String, String, i64);
 /// A shard's schedules as last loaded.
 type ShardJobs = (Fingerprint, Arc<Vec<JobScheduleRecord>>);
 
@@ -114,7 +114,7 @@ pub struct Scanner {
     store: Arc<dyn SchedulerStore>,
     config: ScannerConfig,
     /// Compiled schedules by job, with the version and spec they came from.
-    compiled: Mutex<HashMap<String, (i64, String, Compiled)>>,
+    compiled: Mutex<HashMap<(String, String), (i64, String, Compiled)>>,
     /// Per shard: the schedules as last loaded, with their fingerprint.
     shard_jobs: Mutex<HashMap<u32, ShardJobs>>,
     /// Per shard: the generation of this scanner's last scan and the
@@ -206,7 +206,8 @@ impl Scanner {
 
     fn compiled(&self, job: &JobScheduleRecord) -> Result<Compiled, String> {
         let mut cache = self.compiled.lock().expect("schedule cache");
-        if let Some((version, spec, compiled)) = cache.get(&job.job_id)
+        let key = (job.tenant.clone(), job.job_id.clone());
+        if let Some((version, spec, compiled)) = cache.get(&key)
             && *version == job.plan_version
             && *spec == job.spec
         {
@@ -216,10 +217,7 @@ impl Scanner {
             .map_err(|e| format!("stored schedule unreadable: {e}"))?;
         let schedule = spec.compile().map_err(|e| e.to_string())?;
         let compiled = Arc::new((spec, schedule));
-        cache.insert(
-            job.job_id.clone(),
-            (job.plan_version, job.spec.clone(), compiled.clone()),
-        );
+        cache.insert(key, (job.plan_version, job.spec.clone(), compiled.clone()));
         Ok(compiled)
     }
 
@@ -318,7 +316,7 @@ impl Scanner {
         if first < missed_before {
             let decided: HashSet<i64> = self
                 .store
-                .decided_times(&job.job_id, to_millis(first), to_millis(missed_before))
+                .decided_times(&job.tenant, &job.job_id, to_millis(first), to_millis(missed_before))
                 .await?
                 .into_iter()
                 .collect();
@@ -333,8 +331,12 @@ impl Scanner {
                 MisfireAction::Fire => TriggerState::Pending,
                 MisfireAction::Park => TriggerState::Manual,
                 MisfireAction::Skip => {
-                    scan.skipped
-                        .push((job.job_id.clone(), job.plan_version, at));
+                    scan.skipped.push((
+                        job.tenant.clone(),
+                        job.job_id.clone(),
+                        job.plan_version,
+                        at,
+                    ));
                     continue;
                 }
             };
@@ -385,7 +387,7 @@ impl Scanner {
         let mut next_known: HashSet<FireKey> = HashSet::new();
         let keep_from = to_millis(window.to - delta(self.config.overlap));
         triggers.retain(|t| {
-            let key = (t.job_id.clone(), t.scheduled_at);
+            let key = (t.tenant.clone(), t.job_id.clone(), t.scheduled_at);
             let seen = stored.contains(&key);
             known += seen as i64;
             if t.scheduled_at >= keep_from {

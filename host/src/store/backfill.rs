@@ -20,7 +20,7 @@ pub struct Backfilled {
 }
 
 impl Store {
-    /// One recovery-lane trigger of `job_id` at plan `version` per time in
+    /// One recovery-lane trigger of `job` at plan `version` per time in
     /// `times` (ms), due at once; audited as `job.backfill`. Refused, with
     /// nothing stored, for more than
     /// [`crate::model::bounds::BACKFILL_PER_REQUEST`] times or when the
@@ -29,16 +29,13 @@ impl Store {
     /// triggers waiting to run.
     pub async fn triggers_backfill(
         &self,
-        job_id: &str,
+        job: &JobRecord,
         version: i64,
         times: &[i64],
         actor: &str,
     ) -> StoreResult<Backfilled> {
-        let job = self
-            .job_get(job_id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("job '{job_id}'")))?;
-        let plan = self.plan_get(job_id, version).await?;
+        let job_id = job.job_id.as_str();
+        let plan = self.plan_get(&job.tenant, job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
         crate::model::bounds::backfill_max(times.len().max(1)).map_err(StoreError::OutOfBounds)?;
@@ -69,7 +66,7 @@ impl Store {
                 now_ms!(),
                 ", ",
                 now_ms!(),
-                ") ON CONFLICT (plan_key) DO NOTHING RETURNING id, plan_key"
+                ") ON CONFLICT (tenant, plan_key) DO NOTHING RETURNING id, plan_key"
             )))
             .bind(first_id.map(|first| first + k as i64))
             .bind(plan_key_ms(job_id, *at, version as u32, None))
@@ -93,7 +90,7 @@ impl Store {
             &mut tx,
             actor,
             "job.backfill",
-            job_id,
+            &job.qualified(),
             serde_json::json!({
                 "version": version,
                 "from": times.first(),

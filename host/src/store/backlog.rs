@@ -16,7 +16,7 @@
 //!   triggers' `finished_at`; migration 0024), one range of
 //!   `success_counts_at (resource_group, at, tenant)` per group;
 //! - arrivals, in two disjoint parts: triggers whose plan time falls in
-//!   the window, through `triggers_job (job_id, scheduled_at)`, one range
+//!   the window, through `triggers_job (tenant, job_id, scheduled_at)`, one range
 //!   per job; and triggers created in the window for a plan time already
 //!   past (catch-up fires, backfills), through the newest ids of the
 //!   primary key (ids follow creation, give or take
@@ -181,7 +181,7 @@ macro_rules! held_arrived {
 /// with the history, a sequential scan 218 ms).
 const ARRIVED_ON_TIME: &str = concat!(
     "SELECT t.resource_group, count(*) FROM jobs j CROSS JOIN triggers t \
-     WHERE t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
+     WHERE t.tenant = j.tenant AND t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
      AND t.created_at <= ?1 AND (t.state <> ",
     trigger_state!(manual),
     " OR ",
@@ -192,7 +192,7 @@ const ARRIVED_ON_TIME: &str = concat!(
 const ARRIVED_ON_TIME_POSTGRES: &str = concat!(
     "SELECT x.resource_group, CAST(sum(x.n) AS BIGINT) FROM jobs j CROSS JOIN LATERAL \
      (SELECT t.resource_group, count(*) AS n FROM triggers t \
-      WHERE t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
+      WHERE t.tenant = j.tenant AND t.job_id = j.job_id AND t.scheduled_at > ?2 AND t.scheduled_at <= ?1 \
       AND t.created_at <= ?1 AND (t.state <> ",
     trigger_state!(manual),
     " OR ",

@@ -9,7 +9,8 @@ use super::state_log::{Created, StateChange};
 use super::*;
 use crate::model::caps::OutputCaps;
 use crate::model::group::{Capacity, TenantQuota};
-use crate::model::plan::{ApplyDecision, decide_apply};
+use crate::model::identity::TenantScope;
+use crate::model::plan::{ApplyDecision, JobName, decide_apply};
 use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
 use crate::trigger_state;
 use async_trait::async_trait;
@@ -213,26 +214,15 @@ impl ControlStore for Store {
     ) -> StoreResult<ApplyOutcome> {
         let digest = spec.digest();
         let (mut tx, _turn) = self.begin_write().await?;
-        let owner: Option<String> =
-            sqlx::query_scalar(self.sql("SELECT tenant FROM jobs WHERE job_id = ?"))
-                .bind(job_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if let Some(owner) = owner.filter(|t| t != &spec.tenant) {
-            let detail = serde_json::json!({ "reason": "tenant_mismatch", "owner": owner, "requested": spec.tenant });
-            // The refusal names no other tenant: a team learns nothing of
-            // who holds the id (the audit entry keeps it for reviewers).
-            let why = format!(
-                "job id '{job_id}' is not available to tenant '{}'; choose another id",
-                spec.tenant
-            );
-            return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
-        }
-        let versions: Vec<(i64, String)> =
-            sqlx::query_as(self.sql("SELECT version, digest FROM plan_versions WHERE job_id = ?"))
-                .bind(job_id)
-                .fetch_all(&mut *tx)
-                .await?;
+        // The job is the tenant's own: another tenant's job of the same id
+        // is another job, neither seen nor touched here.
+        let versions: Vec<(i64, String)> = sqlx::query_as(
+            self.sql("SELECT version, digest FROM plan_versions WHERE tenant = ? AND job_id = ?"),
+        )
+        .bind(&spec.tenant)
+        .bind(job_id)
+        .fetch_all(&mut *tx)
+        .await?;
         let versions: Vec<(u32, String)> =
             versions.into_iter().map(|(v, d)| (v as u32, d)).collect();
         let outcome = match decide_apply(&versions, requested_version, &digest) {
@@ -265,14 +255,14 @@ impl ControlStore for Store {
                     "job '{job_id}' version {version} already exists with different content \
                      (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
                 );
-                return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
+                return Err(self.refuse_plan(tx, actor, &JobName::qualified(&spec.tenant, job_id), detail, why).await);
             }
             ApplyDecision::NotNext { requested, latest } => {
                 let detail = serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest });
                 let why = format!(
                     "job '{job_id}': version {requested} is not the next version (latest is {latest})"
                 );
-                return Err(self.refuse_plan(tx, actor, job_id, detail, why).await);
+                return Err(self.refuse_plan(tx, actor, &JobName::qualified(&spec.tenant, job_id), detail, why).await);
             }
         };
         tx.commit().await?;
@@ -282,15 +272,12 @@ impl ControlStore for Store {
     /// Create a trigger, or return the existing one with the same plan key
     /// (`false`). The plan key is `job@scheduled_at@vN[#partition]`.
     async fn trigger_create(&self, new: &NewTrigger) -> StoreResult<(TriggerRecord, bool)> {
-        let job = self
-            .job_get(&new.job_id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("job '{}'", new.job_id)))?;
+        let job = self.job_get_for(&TenantScope::Every, &new.job_id).await?;
         let version = new
             .plan_version
             .map(i64::from)
             .unwrap_or(job.latest_version);
-        let plan = self.plan_get(&new.job_id, version).await?;
+        let plan = self.plan_get(&job.tenant, &job.job_id, version).await?;
         let spec: PlanSpec = serde_json::from_str(&plan.spec)
             .map_err(|e| StoreError::Conflict(format!("stored plan is unreadable: {e}")))?;
         let params = self
@@ -301,7 +288,7 @@ impl ControlStore for Store {
             None => self.now_ms().await?,
         };
         let plan_key = plan_key_ms(
-            &new.job_id,
+            &job.job_id,
             scheduled_at,
             version as u32,
             new.partition_key.as_deref(),
@@ -312,15 +299,15 @@ impl ControlStore for Store {
         let (mut tx, _turn) = self.begin_write().await?;
         if let (Some(request_key), "manual") = (&new.request_key, new.origin.as_str())
             && let Some(key) = self
-                .existing_request(&mut tx, &new.job_id, request_key)
+                .existing_request(&mut tx, &job, request_key)
                 .await?
         {
             tx.commit().await?;
-            return Ok((self.trigger_by_key(&key).await?, false));
+            return Ok((self.trigger_by_key(&job.tenant, &key).await?, false));
         }
         self.refuse_if_gated(
             &mut tx,
-            &new.job_id,
+            &job.job_id,
             version,
             &job.tenant,
             &plan.resource_group,
@@ -345,11 +332,11 @@ impl ControlStore for Store {
             now_ms!(),
             ", ",
             now_ms!(),
-            ") ON CONFLICT (plan_key) DO NOTHING"
+            ") ON CONFLICT (tenant, plan_key) DO NOTHING"
         )))
         .bind(id)
         .bind(&plan_key)
-        .bind(&new.job_id)
+        .bind(&job.job_id)
         .bind(version)
         .bind(&job.tenant)
         .bind(&plan.resource_group)
@@ -369,11 +356,11 @@ impl ControlStore for Store {
             self.announce_due(&mut *tx, next_run_at).await?;
         }
         if inserted && new.origin == "manual" {
-            self.audit_manual_run(&mut tx, new, &plan_key, version, &params)
+            self.audit_manual_run(&mut tx, new, (&job.tenant, &plan_key), version, &params)
                 .await?;
         }
         tx.commit().await?;
-        let record = self.trigger_by_key(&plan_key).await?;
+        let record = self.trigger_by_key(&job.tenant, &plan_key).await?;
         if inserted {
             let actor = new.requested_by.as_deref().unwrap_or("unattributed");
             Created::of(&record, actor).log();
@@ -589,14 +576,17 @@ impl Store {
         &self,
         tx: &mut Tx,
         new: &NewTrigger,
-        plan_key: &str,
+        (tenant, plan_key): (&str, &str),
         version: i64,
         params: &str,
     ) -> StoreResult<()> {
-        let id: i64 = sqlx::query_scalar(self.sql("SELECT id FROM triggers WHERE plan_key = ?"))
-            .bind(plan_key)
-            .fetch_one(&mut **tx)
-            .await?;
+        let id: i64 = sqlx::query_scalar(
+            self.sql("SELECT id FROM triggers WHERE tenant = ? AND plan_key = ?"),
+        )
+        .bind(tenant)
+        .bind(plan_key)
+        .fetch_one(&mut **tx)
+        .await?;
         let actor = new.requested_by.as_deref().unwrap_or("unattributed");
         self.audit_append(
             tx,
@@ -604,7 +594,7 @@ impl Store {
             "trigger.run",
             &id.to_string(),
             serde_json::json!({
-                "job": new.job_id, "version": version, "plan_key": plan_key,
+                "job": new.job_id, "tenant": tenant, "version": version, "plan_key": plan_key,
                 "params_digest": hex::encode(Sha256::digest(params.as_bytes())),
             }),
         )
@@ -650,7 +640,7 @@ impl Store {
             now_ms!(),
             ", ",
             now_ms!(),
-            ") ON CONFLICT (job_id) DO UPDATE SET latest_version = excluded.latest_version, \
+            ") ON CONFLICT (tenant, job_id) DO UPDATE SET latest_version = excluded.latest_version, \
              updated_at = excluded.updated_at"
         )))
         .bind(job_id)
@@ -659,11 +649,12 @@ impl Store {
         .execute(&mut **tx)
         .await?;
         sqlx::query(self.sql(concat!(
-            "INSERT INTO plan_versions (job_id, version, digest, spec, component_digest, \
-             resource_group, created_by, job_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ",
+            "INSERT INTO plan_versions (tenant, job_id, version, digest, spec, component_digest, \
+             resource_group, created_by, job_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ",
             now_ms!(),
             ")"
         )))
+        .bind(&spec.tenant)
         .bind(job_id)
         .bind(version as i64)
         .bind(digest)
@@ -680,7 +671,7 @@ impl Store {
             tx,
             actor,
             "plan.created",
-            job_id,
+            &JobName::qualified(&spec.tenant, job_id),
             serde_json::json!({ "version": version, "digest": digest }),
         )
         .await
@@ -698,7 +689,8 @@ impl Store {
         schedule: Option<&str>,
     ) -> StoreResult<()> {
         let Some(schedule) = schedule else {
-            sqlx::query(self.sql("DELETE FROM job_schedules WHERE job_id = ?"))
+            sqlx::query(self.sql("DELETE FROM job_schedules WHERE tenant = ? AND job_id = ?"))
+                .bind(&spec.tenant)
                 .bind(job_id)
                 .execute(&mut **tx)
                 .await?;
@@ -713,8 +705,8 @@ impl Store {
             now_ms!(),
             ", ",
             now_ms!(),
-            ") ON CONFLICT (job_id) DO UPDATE SET plan_version = excluded.plan_version, \
-             spec = excluded.spec, tenant = excluded.tenant, resource_group = excluded.resource_group, \
+            ") ON CONFLICT (tenant, job_id) DO UPDATE SET plan_version = excluded.plan_version, \
+             spec = excluded.spec, resource_group = excluded.resource_group, \
              priority = excluded.priority, active_from = excluded.active_from, updated_at = excluded.updated_at"
         )))
         .bind(job_id)

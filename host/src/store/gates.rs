@@ -75,18 +75,21 @@ const GATE_COLUMNS: &str = "id, kind, value, reason, closed_by, closed_at, reope
 
 /// Whether a `triggers` row is covered by any closed gate.
 pub(super) const COVERED: &str = "EXISTS (SELECT 1 FROM gates g WHERE g.reopened_at IS NULL \
-     AND (g.kind = 'global' OR (g.kind = 'job' AND g.value = triggers.job_id) \
+     AND (g.kind = 'global' OR (g.kind = 'job' AND g.value = triggers.tenant || '/' || triggers.job_id) \
      OR (g.kind = 'tenant' AND g.value = triggers.tenant) \
      OR (g.kind = 'group' AND g.value = triggers.resource_group) \
      OR (g.kind = 'type' AND g.value = (SELECT p.job_type FROM plan_versions p \
-         WHERE p.job_id = triggers.job_id AND p.version = triggers.plan_version))))";
+         WHERE p.tenant = triggers.tenant AND p.job_id = triggers.job_id \
+         AND p.version = triggers.plan_version))))";
 
 /// The `triggers` rows a scope covers, with one placeholder for its value.
+/// A job gate's value is the job's qualified name, `tenant/job`.
 fn scope_clause(scope: &GateScope) -> &'static str {
     match scope {
-        GateScope::Job(_) => "triggers.job_id = ?",
+        GateScope::Job(_) => "triggers.tenant || '/' || triggers.job_id = ?",
         GateScope::Type(_) => {
-            "EXISTS (SELECT 1 FROM plan_versions p WHERE p.job_id = triggers.job_id \
+            "EXISTS (SELECT 1 FROM plan_versions p WHERE p.tenant = triggers.tenant \
+             AND p.job_id = triggers.job_id \
              AND p.version = triggers.plan_version AND p.job_type = ?)"
         }
         GateScope::Tenant(_) => "triggers.tenant = ?",
@@ -140,10 +143,10 @@ const UNASK_RUNNING: &str = concat!(
 
 /// Scheduled fires a gate held that never started, for the misfire policy.
 const HELD_FIRES: &str = concat!(
-    "SELECT id, job_id, scheduled_at FROM triggers WHERE state = ",
+    "SELECT id, tenant || '/' || job_id, scheduled_at FROM triggers WHERE state = ",
     trigger_state!(paused),
     " AND attempts = 0 AND origin = 'schedule' AND {scope} AND NOT {covered} \
-     ORDER BY job_id, scheduled_at"
+     ORDER BY tenant, job_id, scheduled_at"
 );
 
 /// [`crate::model::Transition::Resume`] of a late held fire its policy parks.
@@ -290,6 +293,21 @@ impl Store {
         )
     }
 
+    /// The scope as gates store it: a job by its qualified name,
+    /// `tenant/job` (job ids are names inside a tenant); a bare id must be
+    /// one tenant's job, and an unknown one is refused rather than gated.
+    async fn stored_scope(&self, scope: &GateScope) -> StoreResult<GateScope> {
+        match scope {
+            GateScope::Job(name) if !name.contains('/') => {
+                let job = self
+                    .job_get_for(&crate::model::identity::TenantScope::Every, name)
+                    .await?;
+                Ok(GateScope::Job(job.qualified()))
+            }
+            other => Ok(other.clone()),
+        }
+    }
+
     /// Close the gate of `scope`: nothing new starts in it until it
     /// reopens. Its queued triggers become `paused` and its running ones
     /// are asked to pause at their next safe point — in the transaction
@@ -302,6 +320,7 @@ impl Store {
         reason: &str,
     ) -> StoreResult<PauseReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
+        let scope = &self.stored_scope(scope).await?;
         let (mut tx, _turn) = self.begin_write().await?;
         if self.dialect == Dialect::Postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -390,6 +409,7 @@ impl Store {
         local: LocalApprovals,
     ) -> StoreResult<ResumeReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
+        let scope = &self.stored_scope(scope).await?;
         let (mut tx, _turn) = self.begin_write().await?;
         if self.dialect == Dialect::Postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -490,8 +510,10 @@ impl Store {
             .await?;
         for job in held.chunk_by(|a, b| a.1 == b.1) {
             let spec: Option<String> =
-                sqlx::query_scalar(self.sql("SELECT spec FROM job_schedules WHERE job_id = ?"))
-                    .bind(&job[0].1)
+                sqlx::query_scalar(self.sql(
+                    "SELECT spec FROM job_schedules WHERE tenant || '/' || job_id = ?",
+                ))
+                .bind(&job[0].1)
                     .fetch_optional(&mut **tx)
                     .await?;
             let rule = spec.map_or_else(MisfireRule::default, |s| MisfireRule::from_spec(&s));
@@ -531,6 +553,7 @@ impl Store {
         reason: &str,
     ) -> StoreResult<CancelReport> {
         check_reason(reason).map_err(StoreError::Conflict)?;
+        let scope = &self.stored_scope(scope).await?;
         let (mut tx, _turn) = self.begin_write().await?;
         let already_final = self.scoped_count(&mut tx, FINISHED_IN_SCOPE, scope).await?;
         let mut stop_requested = self.scoped_exec(&mut tx, STOP_RUNNING, scope).await?;

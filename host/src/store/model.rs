@@ -26,6 +26,18 @@ pub struct JobRecord {
     pub created_at: i64,
 }
 
+impl JobRecord {
+    /// `tenant/job`: the one name of this job that no other tenant's job
+    /// shares ([`crate::model::plan::JobName`]).
+    pub fn qualified(&self) -> String {
+        crate::model::plan::JobName::qualified(&self.tenant, &self.job_id)
+    }
+}
+
+/// A fire time the misfire or overlap policy decided not to run:
+/// (tenant, job, plan version, instant in ms, reason).
+pub type SkippedFire = (String, String, i64, i64, String);
+
 /// One immutable plan version.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct PlanVersionRecord {
@@ -97,6 +109,8 @@ pub struct AttemptRecord {
 /// A new trigger.
 #[derive(Debug, Clone)]
 pub struct NewTrigger {
+    /// The job as a person names it: `JOB` or `TENANT/JOB`
+    /// ([`crate::model::plan::JobName`]); a bare id must be one tenant's.
     pub job_id: String,
     /// None: the job's latest version.
     pub plan_version: Option<u32>,

@@ -90,12 +90,13 @@ impl ReadStore for Store {
         .ok_or_else(|| StoreError::NotFound(format!("trigger {id}")))
     }
 
-    async fn trigger_by_key(&self, plan_key: &str) -> StoreResult<TriggerRecord> {
+    async fn trigger_by_key(&self, tenant: &str, plan_key: &str) -> StoreResult<TriggerRecord> {
         sqlx::query_as(self.sql(concat!(
             "SELECT ",
             trigger_columns!(),
-            " FROM triggers WHERE plan_key = ?"
+            " FROM triggers WHERE tenant = ? AND plan_key = ?"
         )))
+        .bind(tenant)
         .bind(plan_key)
         .fetch_optional(&self.pool)
         .await?
@@ -192,30 +193,48 @@ impl ReadStore for Store {
         .await?)
     }
 
-    async fn job_get(&self, job_id: &str) -> StoreResult<Option<JobRecord>> {
-        Ok(sqlx::query_as(
-            self.sql(
-                "SELECT job_id, tenant, latest_version, created_at FROM jobs WHERE job_id = ?",
-            ),
-        )
+    async fn job_get(&self, tenant: &str, job_id: &str) -> StoreResult<Option<JobRecord>> {
+        Ok(sqlx::query_as(self.sql(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs \
+             WHERE tenant = ? AND job_id = ?",
+        ))
+        .bind(tenant)
         .bind(job_id)
         .fetch_optional(&self.pool)
         .await?)
     }
 
+    async fn jobs_named(&self, job_id: &str) -> StoreResult<Vec<JobRecord>> {
+        Ok(sqlx::query_as(self.sql(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs \
+             WHERE job_id = ? ORDER BY tenant",
+        ))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn jobs_list(&self) -> StoreResult<Vec<JobRecord>> {
         Ok(sqlx::query_as(
-            self.sql("SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id"),
+            self.sql(
+                "SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id, tenant",
+            ),
         )
         .fetch_all(&self.pool)
         .await?)
     }
 
-    async fn plan_get(&self, job_id: &str, version: i64) -> StoreResult<PlanVersionRecord> {
+    async fn plan_get(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        version: i64,
+    ) -> StoreResult<PlanVersionRecord> {
         sqlx::query_as(self.sql(
             "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
-             FROM plan_versions WHERE job_id = ? AND version = ?",
+             FROM plan_versions WHERE tenant = ? AND job_id = ? AND version = ?",
         ))
+        .bind(tenant)
         .bind(job_id)
         .bind(version)
         .fetch_optional(&self.pool)
@@ -223,11 +242,16 @@ impl ReadStore for Store {
         .ok_or_else(|| StoreError::NotFound(format!("job '{job_id}' version {version}")))
     }
 
-    async fn plan_versions(&self, job_id: &str) -> StoreResult<Vec<PlanVersionRecord>> {
+    async fn plan_versions(
+        &self,
+        tenant: &str,
+        job_id: &str,
+    ) -> StoreResult<Vec<PlanVersionRecord>> {
         Ok(sqlx::query_as(self.sql(
             "SELECT job_id, version, digest, spec, component_digest, resource_group, created_by, created_at \
-             FROM plan_versions WHERE job_id = ? ORDER BY version",
+             FROM plan_versions WHERE tenant = ? AND job_id = ? ORDER BY version",
         ))
+        .bind(tenant)
         .bind(job_id)
         .fetch_all(&self.pool)
         .await?)
@@ -338,14 +362,16 @@ impl ReadStore for Store {
     /// Skipped fire times, newest first, optionally of one job.
     async fn skipped_list(
         &self,
-        job_id: Option<&str>,
+        job: Option<(&str, &str)>,
         limit: i64,
-    ) -> StoreResult<Vec<(String, i64, i64, String)>> {
+    ) -> StoreResult<Vec<SkippedFire>> {
         Ok(sqlx::query_as(self.sql(
-            "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
-             WHERE ?1 IS NULL OR job_id = ?1 ORDER BY scheduled_at DESC LIMIT CAST(?2 AS INTEGER)",
+            "SELECT tenant, job_id, plan_version, scheduled_at, reason FROM skipped_fires \
+             WHERE ?1 IS NULL OR (tenant = ?1 AND job_id = ?2) \
+             ORDER BY scheduled_at DESC LIMIT CAST(?3 AS INTEGER)",
         ))
-        .bind(job_id)
+        .bind(job.map(|(tenant, _)| tenant))
+        .bind(job.map(|(_, id)| id))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)

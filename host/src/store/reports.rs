@@ -160,8 +160,11 @@ macro_rules! cost_sql {
     };
 }
 
-const COST_BY_JOB: &str = cost_sql!("t.job_id");
-const COST_BY_VERSION: &str = cost_sql!("t.job_id || '@v' || CAST(t.plan_version AS TEXT)");
+// A job is keyed by its qualified name, `tenant/job`: two tenants' jobs of
+// the same id are two jobs, never one row.
+const COST_BY_JOB: &str = cost_sql!("t.tenant || '/' || t.job_id");
+const COST_BY_VERSION: &str =
+    cost_sql!("t.tenant || '/' || t.job_id || '@v' || CAST(t.plan_version AS TEXT)");
 const COST_BY_GROUP: &str = cost_sql!("t.resource_group");
 const COST_BY_TENANT: &str = cost_sql!("t.tenant");
 

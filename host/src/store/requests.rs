@@ -10,30 +10,30 @@
 use super::*;
 
 impl Store {
-    /// The plan key of the manual run of `job_id` with this request key,
+    /// The plan key of the manual run of `job` with this request key,
     /// if one exists. PostgreSQL: two creators of the same
     /// key queue on a transaction-scoped lock of it, so the second sees
     /// the first's run.
     pub(super) async fn existing_request(
         &self,
         tx: &mut Tx,
-        job_id: &str,
+        job: &JobRecord,
         request_key: &str,
     ) -> StoreResult<Option<String>> {
         if self.dialect == Dialect::Postgres {
-            // Keyed as before migration 0022 (job and partition `manual-K`),
-            // so processes of both versions queue on the same lock during
-            // an upgrade.
+            // Keyed by the job's qualified name and the partition
+            // `manual-K`: a request key is a name inside its tenant.
             sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 7263519))")
-                .bind(format!("{job_id}#manual-{request_key}"))
+                .bind(format!("{}#manual-{request_key}", job.qualified()))
                 .execute(&mut **tx)
                 .await?;
         }
         Ok(sqlx::query_scalar(self.sql(
-            "SELECT plan_key FROM triggers WHERE job_id = ? AND request_key = ? \
+            "SELECT plan_key FROM triggers WHERE tenant = ? AND job_id = ? AND request_key = ? \
              ORDER BY id LIMIT 1",
         ))
-        .bind(job_id)
+        .bind(&job.tenant)
+        .bind(&job.job_id)
         .bind(request_key)
         .fetch_optional(&mut **tx)
         .await?)

@@ -49,7 +49,11 @@ impl Store {
                     .map_err(|e| StoreError::Conflict(format!("stored params unreadable: {e}")))?;
                 let new = NewTrigger {
                     plan_version: Some(t.plan_version as u32),
-                    ..NewTrigger::manual(&t.job_id, params, Some(&format!("retry-of-{id}")))
+                    ..NewTrigger::manual(
+                        &crate::model::plan::JobName::qualified(&t.tenant, &t.job_id),
+                        params,
+                        Some(&format!("retry-of-{id}")),
+                    )
                 }
                 .by(actor);
                 let (run, created) = self.trigger_create(&new).await?;

@@ -35,7 +35,8 @@ pub trait ReadStore: Send + Sync {
     /// The database's clock, in ms.
     async fn now_ms(&self) -> StoreResult<i64>;
     async fn trigger_get(&self, id: i64) -> StoreResult<TriggerRecord>;
-    async fn trigger_by_key(&self, plan_key: &str) -> StoreResult<TriggerRecord>;
+    /// A trigger by its plan key, which is unique within its tenant.
+    async fn trigger_by_key(&self, tenant: &str, plan_key: &str) -> StoreResult<TriggerRecord>;
     /// The newest triggers first.
     async fn triggers_list(&self, limit: i64) -> StoreResult<Vec<TriggerRecord>>;
     async fn attempts_for(&self, trigger_id: i64) -> StoreResult<Vec<AttemptRecord>>;
@@ -64,10 +65,19 @@ pub trait ReadStore: Send + Sync {
     async fn component_get(&self, digest: &str) -> StoreResult<Option<ComponentRecord>>;
     async fn component_bytes(&self, digest: &str) -> StoreResult<Vec<u8>>;
     async fn components_list(&self) -> StoreResult<Vec<ComponentRecord>>;
-    async fn job_get(&self, job_id: &str) -> StoreResult<Option<JobRecord>>;
+    /// The job `job_id` of `tenant` (job ids are names inside a tenant).
+    async fn job_get(&self, tenant: &str, job_id: &str) -> StoreResult<Option<JobRecord>>;
+    /// Every tenant's job with this id (at most one per tenant).
+    async fn jobs_named(&self, job_id: &str) -> StoreResult<Vec<JobRecord>>;
     async fn jobs_list(&self) -> StoreResult<Vec<JobRecord>>;
-    async fn plan_get(&self, job_id: &str, version: i64) -> StoreResult<PlanVersionRecord>;
-    async fn plan_versions(&self, job_id: &str) -> StoreResult<Vec<PlanVersionRecord>>;
+    async fn plan_get(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        version: i64,
+    ) -> StoreResult<PlanVersionRecord>;
+    async fn plan_versions(&self, tenant: &str, job_id: &str)
+        -> StoreResult<Vec<PlanVersionRecord>>;
     async fn connector_get(&self, name: &str) -> StoreResult<Option<ConnectorRecord>>;
     async fn connectors_list(&self) -> StoreResult<Vec<ConnectorRecord>>;
     /// The effect recorded under `key` in `tenant`'s namespace (keys are
@@ -79,12 +89,13 @@ pub trait ReadStore: Send + Sync {
     async fn exceptions_list(&self, state: Option<&str>) -> StoreResult<Vec<ExceptionRecord>>;
     async fn shard_count(&self) -> StoreResult<u32>;
     async fn shards_list(&self) -> StoreResult<Vec<ShardRecord>>;
-    /// Skipped fire times, newest first, optionally of one job.
+    /// Skipped fire times, newest first, optionally of one job (a tenant
+    /// and a job id): (tenant, job, version, instant, reason).
     async fn skipped_list(
         &self,
-        job_id: Option<&str>,
+        job: Option<(&str, &str)>,
         limit: i64,
-    ) -> StoreResult<Vec<(String, i64, i64, String)>>;
+    ) -> StoreResult<Vec<SkippedFire>>;
     /// Skipped fire times by reason.
     async fn skipped_counts(&self) -> StoreResult<Vec<(String, i64)>>;
     async fn audit_list(&self) -> StoreResult<Vec<AuditEntry>>;
@@ -198,7 +209,12 @@ pub trait RunnerStore: ReadStore + Counters {
     async fn released_before(&self, trigger_id: i64, attempt_id: i64) -> StoreResult<i64>;
     /// Running triggers of a job scheduled before trigger `mine`, oldest
     /// first, with a live lease (the overlap policy's count).
-    async fn job_running_before(&self, job_id: &str, mine: i64) -> StoreResult<Vec<i64>>;
+    async fn job_running_before(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        mine: i64,
+    ) -> StoreResult<Vec<i64>>;
     /// Ask a running trigger to stop at its next safe point (overlap
     /// `replace`). False if it is not running.
     async fn request_stop(&self, trigger_id: i64) -> StoreResult<bool>;
@@ -236,8 +252,9 @@ pub trait RunnerStore: ReadStore + Counters {
 #[derive(Debug, Clone, Default)]
 pub struct ScanCommit {
     pub triggers: Vec<ScheduledTrigger>,
-    /// Late fire times the misfire policy skipped: (job, version, instant).
-    pub skipped: Vec<(String, i64, i64)>,
+    /// Late fire times the misfire policy skipped: (tenant, job, version,
+    /// instant).
+    pub skipped: Vec<(String, String, i64, i64)>,
     /// The new watermark (never moved backwards).
     pub watermark: i64,
 }
@@ -278,10 +295,16 @@ pub trait SchedulerStore: ReadStore + Counters {
         shard: u32,
         from: i64,
         to: i64,
-    ) -> StoreResult<std::collections::HashSet<(String, i64)>>;
+    ) -> StoreResult<std::collections::HashSet<(String, String, i64)>>;
     /// Fire times of a job in `[from, to)` already decided under any plan
     /// version (a trigger exists or the time was recorded as skipped).
-    async fn decided_times(&self, job_id: &str, from: i64, to: i64) -> StoreResult<Vec<i64>>;
+    async fn decided_times(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<i64>>;
     /// Insert a scan's triggers and skipped fire times and advance the
     /// watermark, in one transaction, each statement fenced by the shard
     /// lease: a scheduler that lost its shard writes nothing and gets
@@ -455,9 +478,10 @@ macro_rules! forward_reads {
             }
             async fn trigger_by_key(
                 &self,
+                tenant: &str,
                 plan_key: &str,
             ) -> $crate::store::StoreResult<$crate::store::TriggerRecord> {
-                $crate::store::ReadStore::trigger_by_key(&self.$field, plan_key).await
+                $crate::store::ReadStore::trigger_by_key(&self.$field, tenant, plan_key).await
             }
             async fn triggers_list(
                 &self,
@@ -531,25 +555,34 @@ macro_rules! forward_reads {
             }
             async fn job_get(
                 &self,
+                tenant: &str,
                 job_id: &str,
             ) -> $crate::store::StoreResult<Option<$crate::store::JobRecord>> {
-                $crate::store::ReadStore::job_get(&self.$field, job_id).await
+                $crate::store::ReadStore::job_get(&self.$field, tenant, job_id).await
+            }
+            async fn jobs_named(
+                &self,
+                job_id: &str,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::JobRecord>> {
+                $crate::store::ReadStore::jobs_named(&self.$field, job_id).await
             }
             async fn jobs_list(&self) -> $crate::store::StoreResult<Vec<$crate::store::JobRecord>> {
                 $crate::store::ReadStore::jobs_list(&self.$field).await
             }
             async fn plan_get(
                 &self,
+                tenant: &str,
                 job_id: &str,
                 version: i64,
             ) -> $crate::store::StoreResult<$crate::store::PlanVersionRecord> {
-                $crate::store::ReadStore::plan_get(&self.$field, job_id, version).await
+                $crate::store::ReadStore::plan_get(&self.$field, tenant, job_id, version).await
             }
             async fn plan_versions(
                 &self,
+                tenant: &str,
                 job_id: &str,
             ) -> $crate::store::StoreResult<Vec<$crate::store::PlanVersionRecord>> {
-                $crate::store::ReadStore::plan_versions(&self.$field, job_id).await
+                $crate::store::ReadStore::plan_versions(&self.$field, tenant, job_id).await
             }
             async fn connector_get(
                 &self,
@@ -603,10 +636,10 @@ macro_rules! forward_reads {
             }
             async fn skipped_list(
                 &self,
-                job_id: Option<&str>,
+                job: Option<(&str, &str)>,
                 limit: i64,
-            ) -> $crate::store::StoreResult<Vec<(String, i64, i64, String)>> {
-                $crate::store::ReadStore::skipped_list(&self.$field, job_id, limit).await
+            ) -> $crate::store::StoreResult<Vec<$crate::store::SkippedFire>> {
+                $crate::store::ReadStore::skipped_list(&self.$field, job, limit).await
             }
             async fn skipped_counts(&self) -> $crate::store::StoreResult<Vec<(String, i64)>> {
                 $crate::store::ReadStore::skipped_counts(&self.$field).await

@@ -173,10 +173,15 @@ impl RunnerStore for Store {
     /// (earlier `scheduled_at`, or the same and a lower id), oldest first,
     /// with their lease still live. Only older runs count against a new
     /// one, so two runs checking each other at once never both yield.
-    async fn job_running_before(&self, job_id: &str, mine: i64) -> StoreResult<Vec<i64>> {
+    async fn job_running_before(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        mine: i64,
+    ) -> StoreResult<Vec<i64>> {
         Ok(sqlx::query_scalar(self.sql(concat!(
-            "SELECT r.id FROM triggers r, triggers m WHERE m.id = ?2 AND r.job_id = ?1 \
-             AND r.state = ",
+            "SELECT r.id FROM triggers r, triggers m WHERE m.id = ?2 AND r.tenant = ?3 \
+             AND r.job_id = ?1 AND r.state = ",
             trigger_state!(running),
             " AND r.lease_until >= ",
             now_ms!(),
@@ -185,6 +190,7 @@ impl RunnerStore for Store {
         )))
         .bind(job_id)
         .bind(mine)
+        .bind(tenant)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -95,7 +95,7 @@ impl SchedulerStore for Store {
     async fn schedules_in_shard(&self, shard: u32) -> StoreResult<Vec<JobScheduleRecord>> {
         Ok(sqlx::query_as(self.sql(
             "SELECT job_id, plan_version, shard, spec, tenant, resource_group, priority, active_from \
-             FROM job_schedules WHERE shard = ? ORDER BY job_id",
+             FROM job_schedules WHERE shard = ? ORDER BY job_id, tenant",
         ))
         .bind(shard as i64)
         .fetch_all(&self.pool)
@@ -110,11 +110,12 @@ impl SchedulerStore for Store {
         shard: u32,
         from: i64,
         to: i64,
-    ) -> StoreResult<std::collections::HashSet<(String, i64)>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(self.sql(
-            "SELECT job_id, scheduled_at FROM triggers \
+    ) -> StoreResult<std::collections::HashSet<(String, String, i64)>> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(self.sql(
+            "SELECT tenant, job_id, scheduled_at FROM triggers \
              WHERE scheduled_at >= ?2 AND scheduled_at < ?3 AND origin = 'schedule' \
-               AND job_id IN (SELECT job_id FROM job_schedules WHERE shard = ?1)",
+               AND EXISTS (SELECT 1 FROM job_schedules s WHERE s.shard = ?1 \
+                   AND s.tenant = triggers.tenant AND s.job_id = triggers.job_id)",
         ))
         .bind(shard as i64)
         .bind(from)
@@ -128,16 +129,23 @@ impl SchedulerStore for Store {
     /// any plan version: a trigger exists or the time was recorded as
     /// skipped. (A new version never fires a time an older one already
     /// decided, and never rewrites it.)
-    async fn decided_times(&self, job_id: &str, from: i64, to: i64) -> StoreResult<Vec<i64>> {
+    async fn decided_times(
+        &self,
+        tenant: &str,
+        job_id: &str,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<i64>> {
         Ok(sqlx::query_scalar(self.sql(
-            "SELECT scheduled_at FROM triggers \
-                 WHERE job_id = ?1 AND origin = 'schedule' AND scheduled_at >= ?2 AND scheduled_at < ?3 \
-             UNION SELECT scheduled_at FROM skipped_fires \
-                 WHERE job_id = ?1 AND scheduled_at >= ?2 AND scheduled_at < ?3",
+            "SELECT scheduled_at FROM triggers WHERE tenant = ?4 AND job_id = ?1 \
+                 AND origin = 'schedule' AND scheduled_at >= ?2 AND scheduled_at < ?3 \
+             UNION SELECT scheduled_at FROM skipped_fires WHERE tenant = ?4 AND job_id = ?1 \
+                 AND scheduled_at >= ?2 AND scheduled_at < ?3",
         ))
         .bind(job_id)
         .bind(from)
         .bind(to)
+        .bind(tenant)
         .fetch_all(&self.pool)
         .await?)
     }
@@ -237,7 +245,7 @@ impl Store {
                 concat!("(", new_trigger_id!(), ", ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                 chunk.len(),
                 &format!(
-                    ") AS v WHERE {} ON CONFLICT (plan_key) DO NOTHING \
+                    ") AS v WHERE {} ON CONFLICT (tenant, plan_key) DO NOTHING \
                      RETURNING id, plan_key, job_id, state",
                     fence(self.dialect)
                 ),
@@ -310,22 +318,27 @@ impl Store {
         &self,
         tx: &mut Tx,
         lease: &ShardLease,
-        skipped: &[(String, i64, i64)],
+        skipped: &[(String, String, i64, i64)],
     ) -> StoreResult<()> {
         for chunk in skipped.chunks(CHUNK) {
             let sql = self.dialect.multi_row(
                 &format!(
-                    "INSERT INTO skipped_fires (job_id, plan_version, scheduled_at, reason, \
-                     recorded_at) SELECT v.column1, v.column2, v.column3, 'misfire_skip', {} FROM (",
+                    "INSERT INTO skipped_fires (tenant, job_id, plan_version, scheduled_at, \
+                     reason, recorded_at) SELECT v.column1, v.column2, v.column3, v.column4, \
+                     'misfire_skip', {} FROM (",
                     now_ms!()
                 ),
-                "(?, ?, ?)",
+                "(?, ?, ?, ?)",
                 chunk.len(),
                 &format!(") AS v WHERE {} ON CONFLICT DO NOTHING", fence(self.dialect)),
             );
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (job_id, version, at) in chunk {
-                insert = insert.bind(job_id.as_str()).bind(*version).bind(*at);
+            for (tenant, job_id, version, at) in chunk {
+                insert = insert
+                    .bind(tenant.as_str())
+                    .bind(job_id.as_str())
+                    .bind(*version)
+                    .bind(*at);
             }
             insert = insert
                 .bind(lease.shard)

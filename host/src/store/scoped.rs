@@ -12,6 +12,8 @@ use super::columns::{effect_columns, exception_columns, trigger_columns};
 use super::*;
 use crate::model::audit::AuditEntry;
 use crate::model::identity::TenantScope;
+use crate::model::plan::JobName;
+use crate::model::text::Esc;
 
 /// The tenant a scope binds (`NULL`: every tenant).
 fn bound(scope: &TenantScope) -> Option<String> {
@@ -27,8 +29,8 @@ macro_rules! component_visible {
     () => {
         "(?1 IS NULL \
           OR EXISTS (SELECT 1 FROM component_tenants o WHERE o.digest = c.digest AND o.tenant = ?1) \
-          OR EXISTS (SELECT 1 FROM plan_versions p JOIN jobs j ON j.job_id = p.job_id \
-                     WHERE p.component_digest = c.digest AND j.tenant = ?1))"
+          OR EXISTS (SELECT 1 FROM plan_versions p \
+                     WHERE p.component_digest = c.digest AND p.tenant = ?1))"
     };
 }
 
@@ -87,36 +89,59 @@ impl Store {
         .ok_or_else(|| StoreError::NotFound(format!("trigger {id}")))
     }
 
-    /// Jobs by id, with ids after `after`.
+    /// Jobs by id and tenant, after `after` (a job's qualified name,
+    /// `tenant/job`, as the previous page ended).
     pub async fn jobs_page_for(
         &self,
         scope: &TenantScope,
         after: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<JobRecord>> {
+        let (after_tenant, after_job) = match after.map(JobName::parse) {
+            Some(Ok(JobName { tenant, job })) => (tenant.unwrap_or_default(), job),
+            Some(Err(why)) => return Err(StoreError::OutOfBounds(why)),
+            None => (String::new(), String::new()),
+        };
         Ok(sqlx::query_as(self.sql(
             "SELECT job_id, tenant, latest_version, created_at FROM jobs \
-             WHERE (?1 IS NULL OR tenant = ?1) AND job_id > ?2 \
-             ORDER BY job_id LIMIT CAST(?3 AS INTEGER)",
+             WHERE (?1 IS NULL OR tenant = ?1) \
+               AND (job_id > ?2 OR (job_id = ?2 AND tenant > ?3)) \
+             ORDER BY job_id, tenant LIMIT CAST(?4 AS INTEGER)",
         ))
         .bind(bound(scope))
-        .bind(after.unwrap_or(""))
+        .bind(after_job)
+        .bind(after_tenant)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// One job, if the scope admits its tenant.
-    pub async fn job_get_for(&self, scope: &TenantScope, job_id: &str) -> StoreResult<JobRecord> {
-        sqlx::query_as(self.sql(
-            "SELECT job_id, tenant, latest_version, created_at FROM jobs \
-             WHERE job_id = ?1 AND (?2 IS NULL OR tenant = ?2)",
-        ))
-        .bind(job_id)
-        .bind(bound(scope))
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("job '{job_id}'")))
+    /// The job a person names (`JOB` or `TENANT/JOB`), if the scope admits
+    /// its tenant. A team's bare name is its own tenant's job; a bare name
+    /// several tenants use is refused with the qualified names to choose
+    /// from (only a caller who sees every tenant can meet that). A job of
+    /// another tenant is answered as not found, the same as no job.
+    pub async fn job_get_for(&self, scope: &TenantScope, name: &str) -> StoreResult<JobRecord> {
+        let name = JobName::parse(name).map_err(StoreError::OutOfBounds)?;
+        let not_found = || StoreError::NotFound(format!("job '{}'", Esc(&name.to_string())));
+        let tenant = match (bound(scope), name.tenant.clone()) {
+            (Some(mine), Some(named)) if mine != named => return Err(not_found()),
+            (mine, named) => named.or(mine),
+        };
+        if let Some(tenant) = tenant {
+            return self.job_get(&tenant, &name.job).await?.ok_or_else(not_found);
+        }
+        let mut found = self.jobs_named(&name.job).await?;
+        match found.len() {
+            0 => Err(not_found()),
+            1 => Ok(found.remove(0)),
+            _ => Err(StoreError::Conflict(format!(
+                "job '{}' exists in {} tenants; name one: {}",
+                Esc(&name.job),
+                found.len(),
+                found.iter().map(JobRecord::qualified).collect::<Vec<_>>().join(", ")
+            ))),
+        }
     }
 
     /// Components in push order, after `(pushed_at, digest)`.
@@ -313,16 +338,20 @@ impl Store {
     pub async fn skipped_list_for(
         &self,
         scope: &TenantScope,
-        job_id: Option<&str>,
+        job: Option<&str>,
         limit: i64,
-    ) -> StoreResult<Vec<(String, i64, i64, String)>> {
+    ) -> StoreResult<Vec<SkippedFire>> {
+        let job = match job {
+            Some(name) => Some(self.job_get_for(scope, name).await?),
+            None => None,
+        };
         Ok(sqlx::query_as(self.sql(
-            "SELECT job_id, plan_version, scheduled_at, reason FROM skipped_fires \
-             WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR job_id IN \
-             (SELECT job_id FROM jobs WHERE tenant = ?2)) \
-             ORDER BY scheduled_at DESC LIMIT CAST(?3 AS INTEGER)",
+            "SELECT tenant, job_id, plan_version, scheduled_at, reason FROM skipped_fires \
+             WHERE (?1 IS NULL OR (tenant = ?1 AND job_id = ?2)) AND (?3 IS NULL OR tenant = ?3) \
+             ORDER BY scheduled_at DESC LIMIT CAST(?4 AS INTEGER)",
         ))
-        .bind(job_id)
+        .bind(job.as_ref().map(|j| j.tenant.clone()))
+        .bind(job.as_ref().map(|j| j.job_id.clone()))
         .bind(bound(scope))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -332,8 +361,8 @@ impl Store {
     /// Skipped fire times by reason, of the scope's tenants' jobs.
     pub async fn skipped_counts_for(&self, scope: &TenantScope) -> StoreResult<Vec<(String, i64)>> {
         Ok(sqlx::query_as(self.sql(
-            "SELECT reason, count(*) FROM skipped_fires WHERE (?1 IS NULL OR job_id IN \
-             (SELECT job_id FROM jobs WHERE tenant = ?1)) GROUP BY reason ORDER BY reason",
+            "SELECT reason, count(*) FROM skipped_fires WHERE (?1 IS NULL OR tenant = ?1) \
+             GROUP BY reason ORDER BY reason",
         ))
         .bind(bound(scope))
         .fetch_all(&self.pool)

@@ -20,6 +20,7 @@ mod tokens;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
+use paddock::model::identity::TenantScope;
 use paddock::lease::{Runner, RunnerConfig};
 use paddock::model::secret::redacted_url;
 use paddock::model::units;
@@ -175,13 +176,15 @@ enum JobCmd {
     Apply { file: PathBuf },
     /// List jobs.
     List,
-    /// Show a job's plan versions.
+    /// Show a job's plan versions (JOB, or TENANT/JOB when several tenants
+    /// have a job JOB).
     Show { job: String },
 }
 
 #[derive(Subcommand)]
 enum TriggerCmd {
-    /// Create a manual trigger for JOB (its latest plan version).
+    /// Create a manual trigger for JOB (its latest plan version); TENANT/JOB
+    /// names one tenant's job when several tenants have a job JOB.
     Run {
         job: String,
         /// A param for this trigger, k=v (v parsed as JSON if it can be).
@@ -440,10 +443,8 @@ async fn job(host: &Host, cmd: JobCmd, actor: &str) -> anyhow::Result<ExitCode> 
         }
         JobCmd::List => print::jobs(&host.store.jobs_list().await?),
         JobCmd::Show { job } => {
-            let versions = host.store.plan_versions(&job).await?;
-            if versions.is_empty() {
-                bail!("no job '{job}'");
-            }
+            let job = host.store.job_get_for(&TenantScope::Every, &job).await?;
+            let versions = host.store.plan_versions(&job.tenant, &job.job_id).await?;
             print::job_versions(&versions);
         }
     }

@@ -7,15 +7,17 @@ use super::super::dialect::now_ms;
 use super::super::state_log::Moved;
 use super::super::*;
 use super::{COVERED, GATE_LOCK, GateRecord};
+use crate::model::plan::JobName;
 use crate::trigger_state;
 
-/// The closed gate covering a new trigger of `?1` job, `?2` plan version,
-/// `?3` tenant, `?4` group — the widest first.
+/// The closed gate covering a new trigger of `?1` job (its qualified name,
+/// `tenant/job`), `?2` plan version, `?3` tenant, `?4` group, `?5` job id —
+/// the widest first.
 const COVERING: &str = "SELECT id, kind, value, reason, closed_by, closed_at, reopened_by, \
      reopened_at, reopen_reason FROM gates WHERE reopened_at IS NULL \
      AND (kind = 'global' OR (kind = 'job' AND value = ?1) OR (kind = 'tenant' AND value = ?3) \
      OR (kind = 'group' AND value = ?4) OR (kind = 'type' AND value = (SELECT p.job_type \
-         FROM plan_versions p WHERE p.job_id = ?1 AND p.version = ?2))) \
+         FROM plan_versions p WHERE p.tenant = ?3 AND p.job_id = ?5 AND p.version = ?2))) \
      ORDER BY CASE kind WHEN 'global' THEN 0 WHEN 'group' THEN 1 WHEN 'tenant' THEN 2 \
          WHEN 'type' THEN 3 ELSE 4 END LIMIT 1";
 
@@ -29,7 +31,8 @@ pub(in crate::store) const HOLD_FIRES: &str = concat!(
     " WHERE state = ",
     trigger_state!(pending),
     " AND origin = 'schedule' AND scheduled_at >= ?2 \
-     AND job_id IN (SELECT job_id FROM job_schedules WHERE shard = ?1) AND "
+     AND EXISTS (SELECT 1 FROM job_schedules s WHERE s.shard = ?1 \
+         AND s.tenant = triggers.tenant AND s.job_id = triggers.job_id) AND "
 );
 
 impl Store {
@@ -58,10 +61,11 @@ impl Store {
     ) -> StoreResult<()> {
         self.share_gate_lock(tx).await?;
         let gate: Option<GateRecord> = sqlx::query_as(self.sql(COVERING))
-            .bind(job_id)
+            .bind(JobName::qualified(tenant, job_id))
             .bind(version)
             .bind(tenant)
             .bind(group)
+            .bind(job_id)
             .fetch_optional(&mut **tx)
             .await?;
         match gate {

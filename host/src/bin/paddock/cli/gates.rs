@@ -13,7 +13,7 @@ use paddock::model::time::{from_millis, rfc3339};
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("scope").required(true).multiple(false)))]
 pub struct ScopeArgs {
-    /// One job.
+    /// One job: JOB, or TENANT/JOB when several tenants have a job JOB.
     #[arg(long, group = "scope")]
     job: Option<String>,
     /// Every job whose plan has this `type` label.

@@ -70,7 +70,7 @@ impl Client {
         reason: &str,
     ) -> anyhow::Result<T> {
         let path = match scope {
-            GateScope::Job(job) => format!("/v1/jobs/{job}/{verb}"),
+            GateScope::Job(job) => format!("/v1/jobs/{}/{verb}", admin::segment(job)),
             GateScope::Global => format!("/v1/gates/global/{verb}"),
             other => format!("/v1/gates/{}/{}/{verb}", other.kind(), other.value()),
         };
@@ -283,7 +283,7 @@ async fn job(client: &Client, cmd: JobCmd) -> anyhow::Result<()> {
             print::jobs(&jobs);
         }
         JobCmd::Show { job } => {
-            let view: JobView = client.send(client.get(&format!("/v1/jobs/{job}"))).await?;
+            let view: JobView = client.send(client.get(&format!("/v1/jobs/{}", admin::segment(&job)))).await?;
             print::job_versions(&view.versions);
         }
     }

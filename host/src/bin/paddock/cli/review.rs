@@ -125,8 +125,9 @@ fn print_component(c: &ComponentReport) {
     println!("  exports: {}", c.exports.join(", "));
     for r in &c.connectors {
         println!(
-            "  connector {} (job {}, group {}): {}, {}, {}",
+            "  connector {} (job {}/{}, group {}): {}, {}, {}",
             r.connector,
+            r.tenant,
             r.job,
             r.group,
             if r.granted { "granted" } else { "NOT granted" },

@@ -9,7 +9,7 @@ use paddock::model::identity::TenantScope;
 use paddock::schedule::Schedule;
 use paddock::schedule::preview::{self, PreviewError, SetDiff};
 use paddock::store::prelude::*;
-use paddock::store::{ShardRecord, Store};
+use paddock::store::{ShardRecord, SkippedFire, Store};
 
 #[derive(Subcommand)]
 pub enum ScheduleCmd {
@@ -87,7 +87,7 @@ async fn backfill(
     if from >= to {
         bail!("--from must be before --to");
     }
-    let (schedule, _, version) = preview::of_plan(store, &TenantScope::Every, job)
+    let (schedule, _, (record, version)) = preview::of_plan(store, &TenantScope::Every, job)
         .await
         .map_err(failed)?;
     let times: Vec<i64> = schedule
@@ -101,7 +101,7 @@ async fn backfill(
              window or raise --max"
         );
     }
-    let done = store.triggers_backfill(job, version, &times, actor).await?;
+    let done = store.triggers_backfill(&record, version, &times, actor).await?;
     print_backfilled(job, version, from, to, done.created, done.existing);
     Ok(())
 }
@@ -151,14 +151,15 @@ pub fn print_diff(a: &str, b: &str, d: &SetDiff, zone: Tz) {
 }
 
 /// `skipped`'s report.
-pub fn print_skipped(counts: &[(String, i64)], skipped: &[(String, i64, i64, String)]) {
+pub fn print_skipped(counts: &[(String, i64)], skipped: &[SkippedFire]) {
     for (reason, n) in counts {
         println!("{0}: {1} in all", reason, n);
     }
-    for (job, version, at, reason) in skipped {
+    for (tenant, job, version, at, reason) in skipped {
         println!(
-            "{1}@v{2}  {}  {3}",
+            "{1}/{2}@v{3}  {}  {4}",
             paddock::model::time::rfc3339(paddock::model::time::from_millis(*at)),
+            tenant,
             job,
             version,
             reason
@@ -227,10 +228,10 @@ pub async fn run(cmd: ScheduleCmd, database_url: &str, actor: &str) -> anyhow::R
         }
         ScheduleCmd::Skipped { job, limit } => {
             let store = Store::open(database_url).await?;
-            print_skipped(
-                &store.skipped_counts().await?,
-                &store.skipped_list(job.as_deref(), limit).await?,
-            );
+            let skipped = store
+                .skipped_list_for(&TenantScope::Every, job.as_deref(), limit)
+                .await?;
+            print_skipped(&store.skipped_counts().await?, &skipped);
         }
         ScheduleCmd::Shards => print_shards(Store::open(database_url).await?.shards_list().await?),
     }

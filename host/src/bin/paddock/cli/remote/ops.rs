@@ -237,7 +237,7 @@ pub async fn schedule(client: &Client, cmd: ScheduleCmd) -> anyhow::Result<()> {
             let skipped: Vec<_> = s
                 .skipped
                 .into_iter()
-                .map(|s| (s.job, s.version, s.at, s.reason))
+                .map(|s| (s.tenant, s.job, s.version, s.at, s.reason))
                 .collect();
             print_skipped(&s.counts, &skipped);
         }
