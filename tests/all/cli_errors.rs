@@ -116,7 +116,7 @@ async fn admin_refusals_are_one_line_each_cause_once(db: Db) {
     paddock(&host.url, &["trigger", "show", "999999"]).is_one_clean_line("not found");
     paddock(&host.url, &["trigger", "cancel", "999999"])
         .is_one_clean_line("trigger 999999 is not pending, waiting or running");
-    paddock(&host.url, &["job", "show", "nobody"]).is_one_clean_line("no job 'nobody'");
+    paddock(&host.url, &["job", "show", "nobody"]).is_one_clean_line("job 'nobody' not found");
     paddock(&host.url, &["group", "set", "g", "--memory", "lots"])
         .is_one_clean_line("'lots' is not a size");
     paddock(&host.url, &["group", "set", "g", "--deadline", "soon"]).is_one_clean_line("soon");

@@ -1598,7 +1598,11 @@ async fn scan_commit_under_the_current_generation_writes_triggers_skipped_fires_
         assert_eq!((t.state, t.origin.as_str()), (state, "schedule"));
         assert_eq!((t.scheduled_at, t.next_run_at), (at, at));
     }
-    let skipped = db.store.skipped_list(Some((crate::TENANT, JOB)), 10).await.unwrap();
+    let skipped = db
+        .store
+        .skipped_list(Some((crate::TENANT, JOB)), 10)
+        .await
+        .unwrap();
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].3, db.t0 - 5_000);
     let shard = db.shard(SHARD).await;

@@ -141,7 +141,10 @@ async fn an_attempt_stopped_by_its_deadline_is_charged_the_fuel_it_burnt_in_cost
         group: None,
     };
     let usage = host.store.cost_usage(&all, CostBy::Job).await.unwrap();
-    let burn = usage.iter().find(|u| u.key == "burn").unwrap();
+    let burn = usage
+        .iter()
+        .find(|u| u.key == format!("{}/burn", crate::TENANT))
+        .unwrap();
     assert_eq!(burn.attempts, 3);
     assert!(
         burn.fuel >= a.fuel_used.unwrap() + work.fuel,

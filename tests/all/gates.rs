@@ -59,6 +59,15 @@ async fn audited(host: &TestHost, action: &str) -> i64 {
     .unwrap()
 }
 
+/// A scope as gates store it: a job with its tenant (every job a job
+/// gate names here is `t1`'s).
+fn stored(scope: &GateScope) -> GateScope {
+    match scope {
+        GateScope::Job(job) if !job.contains('/') => GateScope::Job(format!("t1/{job}")),
+        other => other.clone(),
+    }
+}
+
 fn conflict(e: StoreError) -> String {
     match e {
         StoreError::Conflict(why) => why,
@@ -449,7 +458,7 @@ async fn pause_round(
         .await
         .unwrap()
         .into_iter()
-        .find(|g| g.scope() == *scope)
+        .find(|g| g.scope() == stored(scope))
         .unwrap();
     for id in inside.iter().chain([&queued]) {
         for a in host.store.attempts_for(*id).await.unwrap() {
@@ -932,7 +941,7 @@ async fn the_command_line_pauses_lists_resumes_and_cancels_audited_as_local(db: 
     );
     assert!(!ok && err.contains("cannot be used with"), "{err}");
     let (ok, _, err) = paddock(url, &["resume", "--job", "in", "--reason", "x"]);
-    assert!(!ok && err.contains("job 'in' is not paused"), "{err}");
+    assert!(!ok && err.contains("job 't1/in' is not paused"), "{err}");
     let (ok, _, err) = paddock(url, &["trigger", "run", "in"]);
     assert!(!ok && err.contains("job 'in' is paused"), "{err}");
 

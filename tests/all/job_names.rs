@@ -6,7 +6,7 @@
 
 use crate::Db;
 use crate::walls::{Bank, bank};
-use paddock::schedule::{Scanner, ScannerConfig};
+use paddock::schedule::scanner::{Scanner, ScannerConfig};
 use paddock::store::prelude::*;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -28,7 +28,12 @@ async fn two_nightlies(bank: &Bank) -> String {
     for tenant in ["alpha", "beta"] {
         let manifest = nightly(tenant, &digest, tenant);
         let (status, body) = bank
-            .call(tenant, "POST", "/v1/jobs", Some(json!({ "manifest": manifest })))
+            .call(
+                tenant,
+                "POST",
+                "/v1/jobs",
+                Some(json!({ "manifest": manifest })),
+            )
             .await;
         assert!(status == 200 || status == 201, "{tenant}: {status} {body}");
     }
@@ -50,7 +55,10 @@ async fn the_same_job_id_in_two_tenants_is_two_jobs_each_seen_only_by_its_own_te
         let job = store.job_get(tenant, "nightly").await.unwrap().unwrap();
         assert_eq!(job.latest_version, 1, "{tenant}: {job:?}");
         let plan = store.plan_get(tenant, "nightly", 1).await.unwrap();
-        assert!(plan.spec.contains(&format!("\"label\":\"{tenant}\"")), "{plan:?}");
+        assert!(
+            plan.spec.contains(&format!("\"label\":\"{tenant}\"")),
+            "{plan:?}"
+        );
     }
 
     // A team's bare name is its own job; the other's, qualified, is not found.
@@ -97,19 +105,48 @@ async fn the_same_job_id_in_two_tenants_is_two_jobs_each_seen_only_by_its_own_te
     let next = list["next"].as_str().unwrap().to_string();
     assert_eq!(next, "alpha/nightly", "{list}");
     let (_, rest) = bank
-        .call("admin", "GET", &format!("/v1/jobs?limit=1&after={next}"), None)
+        .call(
+            "admin",
+            "GET",
+            &format!("/v1/jobs?limit=1&after={next}"),
+            None,
+        )
         .await;
-    assert_eq!(rest["items"][0]["tenant"], "beta", "the page goes on: {rest}");
+    assert_eq!(
+        rest["items"][0]["tenant"], "beta",
+        "the page goes on: {rest}"
+    );
 
     // A re-apply of one tenant's job with new content is its version 2;
     // the other's stays at 1.
     let changed = nightly("alpha", &digest, "v2");
     let (status, body) = bank
-        .call("alpha", "POST", "/v1/jobs", Some(json!({ "manifest": changed })))
+        .call(
+            "alpha",
+            "POST",
+            "/v1/jobs",
+            Some(json!({ "manifest": changed })),
+        )
         .await;
     assert!(status == 200 || status == 201, "{body}");
-    assert_eq!(store.job_get("alpha", "nightly").await.unwrap().unwrap().latest_version, 2);
-    assert_eq!(store.job_get("beta", "nightly").await.unwrap().unwrap().latest_version, 1);
+    assert_eq!(
+        store
+            .job_get("alpha", "nightly")
+            .await
+            .unwrap()
+            .unwrap()
+            .latest_version,
+        2
+    );
+    assert_eq!(
+        store
+            .job_get("beta", "nightly")
+            .await
+            .unwrap()
+            .unwrap()
+            .latest_version,
+        1
+    );
     bank.ledger.stop().await;
 }
 
@@ -148,7 +185,10 @@ async fn two_tenants_jobs_of_one_id_fire_run_and_pause_apart(db: Db) {
     };
     let (alpha, beta) = (keys("alpha").await, keys("beta").await);
     assert!(!alpha.is_empty(), "{report:?}");
-    assert_eq!(alpha, beta, "each tenant's job fires every time, under the same keys");
+    assert_eq!(
+        alpha, beta,
+        "each tenant's job fires every time, under the same keys"
+    );
     assert_eq!(report.created, 2 * alpha.len() as i64, "{report:?}");
 
     // One request key, two tenants: two runs, each of its own job.

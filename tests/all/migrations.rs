@@ -213,12 +213,11 @@ mod sqlite {
             "acme/nightly",
             "a job gate names the job with its tenant"
         );
-        let kept: (i64, String, i64, i64, Option<String>) = sqlx::query_as(
-            "SELECT id, state, fencing_token, attempts, request_key FROM triggers",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
+        let kept: (i64, String, i64, i64, Option<String>) =
+            sqlx::query_as("SELECT id, state, fencing_token, attempts, request_key FROM triggers")
+                .fetch_one(pool)
+                .await
+                .unwrap();
         assert_eq!(kept, (7, "running".into(), 3, 2, Some("deploy-1".into())));
         let sequence: (i64,) =
             sqlx::query_as("SELECT seq FROM sqlite_sequence WHERE name = 'triggers'")

@@ -3,10 +3,10 @@
 
 use crate::{Db, TestHost, guest};
 use paddock::model::ApplyOutcome;
-use paddock::store::prelude::*;
-use std::path::Path;
 use paddock::store::NewTrigger;
+use paddock::store::prelude::*;
 use serde_json::json;
+use std::path::Path;
 
 fn manifest(params: &str) -> String {
     format!(
@@ -169,8 +169,22 @@ async fn a_job_id_another_tenant_uses_is_another_job(db: Db) {
         .unwrap();
     assert_eq!(outcome.version(), 1);
     assert_eq!(host.count("plan_versions").await, 2);
-    assert_eq!(host.store.plan_versions("acme", "billing").await.unwrap().len(), 1);
-    assert_eq!(host.store.plan_versions("globex", "billing").await.unwrap().len(), 1);
+    assert_eq!(
+        host.store
+            .plan_versions("acme", "billing")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        host.store
+            .plan_versions("globex", "billing")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // A bare name both tenants use names neither: the refusal lists the
     // qualified names, and a qualified name is one job.
     let err = host
@@ -179,13 +193,19 @@ async fn a_job_id_another_tenant_uses_is_another_job(db: Db) {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("acme/billing") && err.contains("globex/billing"), "{err}");
+    assert!(
+        err.contains("acme/billing") && err.contains("globex/billing"),
+        "{err}"
+    );
     let (run, _) = host
         .store
         .trigger_create(&NewTrigger::manual("globex/billing", json!({}), None))
         .await
         .unwrap();
-    assert_eq!((run.tenant.as_str(), run.job_id.as_str()), ("globex", "billing"));
+    assert_eq!(
+        (run.tenant.as_str(), run.job_id.as_str()),
+        ("globex", "billing")
+    );
 }
 
 db_test!(the_audit_log_refuses_updates_and_deletes);

@@ -393,7 +393,11 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     let usage = store.cost_usage(&q, CostBy::Job).await.unwrap();
     assert_eq!(usage.len(), 1, "{usage:?}");
     let u = &usage[0];
-    assert_eq!(u.key, "j");
+    assert_eq!(
+        u.key,
+        format!("{}/j", crate::TENANT),
+        "a job is keyed with its tenant"
+    );
     assert_eq!(
         (u.attempts, u.retries, u.downstream_calls, u.correct),
         (108, 8, 100, 100)
@@ -414,7 +418,7 @@ async fn the_cost_report_is_0_050_per_correct_result_with_8_duplicates_absorbed(
     let (code, json, err) = paddock(&h.url, &args);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["lines"][0]["usage"]["key"], "j@v1");
+    assert_eq!(v["lines"][0]["usage"]["key"], "t1/j@v1");
     let per = v["lines"][0]["per_correct"].as_f64().unwrap();
     assert!((per - 0.050).abs() < 1e-9, "{json}");
     let (code, text, err) = paddock(

@@ -129,7 +129,13 @@ impl Two {
     /// An open `unknown_outcome` ticket on an effect left `unknown`.
     async fn ticket(&self, key: &str) -> i64 {
         let host = &self.host;
-        if host.store.plan_versions(crate::TENANT, "pay").await.unwrap().is_empty() {
+        if host
+            .store
+            .plan_versions(crate::TENANT, "pay")
+            .await
+            .unwrap()
+            .is_empty()
+        {
             host.job("pay", "noop", "").await;
         }
         let trigger = host.trigger("pay", json!({})).await.id;
@@ -319,7 +325,7 @@ async fn the_command_line_acts_as_its_account_and_actor_is_only_a_note(db: Db) {
         gate.reopened_by.as_deref(),
         Some(format!("{me} (note: token:alice)").as_str())
     );
-    let steps = two.audited("job:in").await;
+    let steps = two.audited("job:t1/in").await;
     let seen: Vec<(&str, &str, &Value)> = steps
         .iter()
         .map(|(actor, action, detail)| (actor.as_str(), action.as_str(), &detail["actor_note"]))

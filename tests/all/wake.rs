@@ -212,7 +212,11 @@ async fn a_lost_notification_loses_nothing_the_poll_finds_the_work(db: Db) {
         host.dir.path(),
         &["--poll", "1s", "--lease", "5s"],
     );
-    let plan = host.store.plan_get(crate::TENANT, "hello", 1).await.unwrap();
+    let plan = host
+        .store
+        .plan_get(crate::TENANT, "hello", 1)
+        .await
+        .unwrap();
     sqlx::query(host.store.sql(
         "INSERT INTO triggers (plan_key, job_id, plan_version, tenant, resource_group, origin, \
          scheduled_at, params, state, priority, next_run_at, created_at, updated_at) \
@@ -226,7 +230,11 @@ async fn a_lost_notification_loses_nothing_the_poll_finds_the_work(db: Db) {
         Duration::from_secs(60),
         "the silent trigger to succeed",
         || async {
-            let t = host.store.trigger_by_key(crate::TENANT, "hello@silent").await.unwrap();
+            let t = host
+                .store
+                .trigger_by_key(crate::TENANT, "hello@silent")
+                .await
+                .unwrap();
             (t.state == "succeeded").then_some(())
         },
     )

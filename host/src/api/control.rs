@@ -67,7 +67,14 @@ async fn job_gate(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     // A job gate names the job by its qualified name, `tenant/job`.
     let job = api.store.job_get_for(&caller.scope()?, &job).await?;
-    gate(&api, &caller, GateScope::Job(job.qualified()), verb, &reason).await
+    gate(
+        &api,
+        &caller,
+        GateScope::Job(job.qualified()),
+        verb,
+        &reason,
+    )
+    .await
 }
 
 /// A type's, tenant's or group's gate (`/v1/gates/{kind}/{name}/…`).
@@ -158,12 +165,14 @@ pub async fn gates(
     let Some(own) = caller.tenant() else {
         return Ok(Json(gates));
     };
-    let scope = caller.scope()?;
     let mut visible = Vec::new();
     for g in gates {
         let seen = match g.kind.as_str() {
             "tenant" => g.value == own,
-            "job" => g.value.split_once('/').is_some_and(|(tenant, _)| tenant == own),
+            "job" => g
+                .value
+                .split_once('/')
+                .is_some_and(|(tenant, _)| tenant == own),
             _ => true,
         };
         if seen {

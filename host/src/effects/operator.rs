@@ -7,7 +7,7 @@ use super::EffectGateway;
 use super::gateway::RecoveryReport;
 use crate::model::plan::sha256_hex;
 use crate::model::text::Esc;
-use crate::store::{ControlStore, NewTrigger, ReadStore, Store, StoreError};
+use crate::store::{ControlStore, NewTrigger, Store, StoreError};
 
 /// An operator's compensation of a succeeded effect: a new trigger of
 /// `job` performs it through the original's connector, with its own key.

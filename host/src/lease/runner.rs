@@ -644,7 +644,11 @@ impl Runner {
     /// The claim's plan version, read once per process: versions are
     /// immutable, so the cache never goes stale.
     async fn plan(&self, claim: &Claim) -> Result<Arc<Plan>, String> {
-        let key = (claim.tenant.clone(), claim.job_id.clone(), claim.plan_version);
+        let key = (
+            claim.tenant.clone(),
+            claim.job_id.clone(),
+            claim.plan_version,
+        );
         if let Some(plan) = self.plans.lock().expect("plan cache").get(&key) {
             return Ok(plan.clone());
         }

@@ -286,11 +286,22 @@ impl JobName {
     /// `TENANT/JOB` or `JOB`. Neither part may be empty; a name with two
     /// `/` is refused rather than guessed at.
     pub fn parse(name: &str) -> Result<JobName, String> {
-        let bad = || format!("'{}' is not a job name: use JOB or TENANT/JOB", name.escape_debug());
+        let bad = || {
+            format!(
+                "'{}' is not a job name: use JOB or TENANT/JOB",
+                name.escape_debug()
+            )
+        };
         match name.split_once('/') {
-            None if !name.is_empty() => Ok(JobName { tenant: None, job: name.to_string() }),
+            None if !name.is_empty() => Ok(JobName {
+                tenant: None,
+                job: name.to_string(),
+            }),
             Some((tenant, job)) if !tenant.is_empty() && !job.is_empty() && !job.contains('/') => {
-                Ok(JobName { tenant: Some(tenant.to_string()), job: job.to_string() })
+                Ok(JobName {
+                    tenant: Some(tenant.to_string()),
+                    job: job.to_string(),
+                })
             }
             _ => Err(bad()),
         }
@@ -333,9 +344,18 @@ mod tests {
 
     #[test]
     fn job_names_are_bare_or_qualified_and_nothing_else() {
-        assert_eq!(JobName::parse("nightly").unwrap(), JobName { tenant: None, job: "nightly".into() });
+        assert_eq!(
+            JobName::parse("nightly").unwrap(),
+            JobName {
+                tenant: None,
+                job: "nightly".into()
+            }
+        );
         let q = JobName::parse("acme/nightly").unwrap();
-        assert_eq!((q.tenant.as_deref(), q.job.as_str()), (Some("acme"), "nightly"));
+        assert_eq!(
+            (q.tenant.as_deref(), q.job.as_str()),
+            (Some("acme"), "nightly")
+        );
         assert_eq!(q.to_string(), "acme/nightly");
         for bad in ["", "/", "acme/", "/nightly", "a/b/c"] {
             assert!(JobName::parse(bad).is_err(), "{bad:?}");

@@ -79,7 +79,9 @@ pub async fn of_plan(
         _ => PreviewError::NotFound(format!("no job '{}'", crate::model::text::Esc(job))),
     })?;
     let version = version.unwrap_or(record.latest_version);
-    let stored = store.plan_get(&record.tenant, &record.job_id, version).await?;
+    let stored = store
+        .plan_get(&record.tenant, &record.job_id, version)
+        .await?;
     let spec: PlanSpec = serde_json::from_str(&stored.spec)
         .map_err(|e| PreviewError::Bad(format!("stored plan of '{plan}' unreadable: {e}")))?;
     let schedule = ScheduleSpec::of_plan(&spec).map_err(PreviewError::Bad)?;

@@ -316,7 +316,12 @@ impl Scanner {
         if first < missed_before {
             let decided: HashSet<i64> = self
                 .store
-                .decided_times(&job.tenant, &job.job_id, to_millis(first), to_millis(missed_before))
+                .decided_times(
+                    &job.tenant,
+                    &job.job_id,
+                    to_millis(first),
+                    to_millis(missed_before),
+                )
                 .await?
                 .into_iter()
                 .collect();

@@ -255,14 +255,30 @@ impl ControlStore for Store {
                     "job '{job_id}' version {version} already exists with different content \
                      (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
                 );
-                return Err(self.refuse_plan(tx, actor, &JobName::qualified(&spec.tenant, job_id), detail, why).await);
+                return Err(self
+                    .refuse_plan(
+                        tx,
+                        actor,
+                        &JobName::qualified(&spec.tenant, job_id),
+                        detail,
+                        why,
+                    )
+                    .await);
             }
             ApplyDecision::NotNext { requested, latest } => {
                 let detail = serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest });
                 let why = format!(
                     "job '{job_id}': version {requested} is not the next version (latest is {latest})"
                 );
-                return Err(self.refuse_plan(tx, actor, &JobName::qualified(&spec.tenant, job_id), detail, why).await);
+                return Err(self
+                    .refuse_plan(
+                        tx,
+                        actor,
+                        &JobName::qualified(&spec.tenant, job_id),
+                        detail,
+                        why,
+                    )
+                    .await);
             }
         };
         tx.commit().await?;
@@ -298,9 +314,7 @@ impl ControlStore for Store {
         // racing for the same minute queue up instead of all getting in.
         let (mut tx, _turn) = self.begin_write().await?;
         if let (Some(request_key), "manual") = (&new.request_key, new.origin.as_str())
-            && let Some(key) = self
-                .existing_request(&mut tx, &job, request_key)
-                .await?
+            && let Some(key) = self.existing_request(&mut tx, &job, request_key).await?
         {
             tx.commit().await?;
             return Ok((self.trigger_by_key(&job.tenant, &key).await?, false));

@@ -509,13 +509,12 @@ impl Store {
             .fetch_one(&mut **tx)
             .await?;
         for job in held.chunk_by(|a, b| a.1 == b.1) {
-            let spec: Option<String> =
-                sqlx::query_scalar(self.sql(
-                    "SELECT spec FROM job_schedules WHERE tenant || '/' || job_id = ?",
-                ))
-                .bind(&job[0].1)
-                    .fetch_optional(&mut **tx)
-                    .await?;
+            let spec: Option<String> = sqlx::query_scalar(
+                self.sql("SELECT spec FROM job_schedules WHERE tenant || '/' || job_id = ?"),
+            )
+            .bind(&job[0].1)
+            .fetch_optional(&mut **tx)
+            .await?;
             let rule = spec.map_or_else(MisfireRule::default, |s| MisfireRule::from_spec(&s));
             let times: Vec<i64> = job.iter().map(|(_, _, at)| *at).collect();
             for ((id, _, _), fate) in job.iter().zip(judge_late_fires(&times, now, &rule)) {

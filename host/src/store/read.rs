@@ -215,11 +215,9 @@ impl ReadStore for Store {
     }
 
     async fn jobs_list(&self) -> StoreResult<Vec<JobRecord>> {
-        Ok(sqlx::query_as(
-            self.sql(
-                "SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id, tenant",
-            ),
-        )
+        Ok(sqlx::query_as(self.sql(
+            "SELECT job_id, tenant, latest_version, created_at FROM jobs ORDER BY job_id, tenant",
+        ))
         .fetch_all(&self.pool)
         .await?)
     }

@@ -76,8 +76,11 @@ pub trait ReadStore: Send + Sync {
         job_id: &str,
         version: i64,
     ) -> StoreResult<PlanVersionRecord>;
-    async fn plan_versions(&self, tenant: &str, job_id: &str)
-        -> StoreResult<Vec<PlanVersionRecord>>;
+    async fn plan_versions(
+        &self,
+        tenant: &str,
+        job_id: &str,
+    ) -> StoreResult<Vec<PlanVersionRecord>>;
     async fn connector_get(&self, name: &str) -> StoreResult<Option<ConnectorRecord>>;
     async fn connectors_list(&self) -> StoreResult<Vec<ConnectorRecord>>;
     /// The effect recorded under `key` in `tenant`'s namespace (keys are

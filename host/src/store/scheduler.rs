@@ -330,7 +330,10 @@ impl Store {
                 ),
                 "(?, ?, ?, ?)",
                 chunk.len(),
-                &format!(") AS v WHERE {} ON CONFLICT DO NOTHING", fence(self.dialect)),
+                &format!(
+                    ") AS v WHERE {} ON CONFLICT DO NOTHING",
+                    fence(self.dialect)
+                ),
             );
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (tenant, job_id, version, at) in chunk {

@@ -129,7 +129,10 @@ impl Store {
             (mine, named) => named.or(mine),
         };
         if let Some(tenant) = tenant {
-            return self.job_get(&tenant, &name.job).await?.ok_or_else(not_found);
+            return self
+                .job_get(&tenant, &name.job)
+                .await?
+                .ok_or_else(not_found);
         }
         let mut found = self.jobs_named(&name.job).await?;
         match found.len() {
@@ -139,7 +142,11 @@ impl Store {
                 "job '{}' exists in {} tenants; name one: {}",
                 Esc(&name.job),
                 found.len(),
-                found.iter().map(JobRecord::qualified).collect::<Vec<_>>().join(", ")
+                found
+                    .iter()
+                    .map(JobRecord::qualified)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
         }
     }
@@ -341,8 +348,14 @@ impl Store {
         job: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<SkippedFire>> {
-        let job = match job {
-            Some(name) => Some(self.job_get_for(scope, name).await?),
+        // A filter naming no job the scope sees lists nothing (a list is
+        // never "not found").
+        let job = match job.map(|name| self.job_get_for(scope, name)) {
+            Some(found) => match found.await {
+                Ok(job) => Some(job),
+                Err(StoreError::NotFound(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e),
+            },
             None => None,
         };
         Ok(sqlx::query_as(self.sql(

@@ -20,8 +20,8 @@ mod tokens;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use paddock::model::identity::TenantScope;
 use paddock::lease::{Runner, RunnerConfig};
+use paddock::model::identity::TenantScope;
 use paddock::model::secret::redacted_url;
 use paddock::model::units;
 use paddock::node::{self, NodeConfig};

@@ -283,7 +283,9 @@ async fn job(client: &Client, cmd: JobCmd) -> anyhow::Result<()> {
             print::jobs(&jobs);
         }
         JobCmd::Show { job } => {
-            let view: JobView = client.send(client.get(&format!("/v1/jobs/{}", admin::segment(&job)))).await?;
+            let view: JobView = client
+                .send(client.get(&format!("/v1/jobs/{}", admin::segment(&job))))
+                .await?;
             print::job_versions(&view.versions);
         }
     }

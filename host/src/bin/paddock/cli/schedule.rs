@@ -101,7 +101,9 @@ async fn backfill(
              window or raise --max"
         );
     }
-    let done = store.triggers_backfill(&record, version, &times, actor).await?;
+    let done = store
+        .triggers_backfill(&record, version, &times, actor)
+        .await?;
     print_backfilled(job, version, from, to, done.created, done.existing);
     Ok(())
 }
