@@ -12,11 +12,13 @@ demo: guests
 # that touches the store runs on SQLite and on PostgreSQL, named for each
 # (`...::sqlite`, `...::postgres`); scripts/test-postgres.sh finds or starts
 # the server and makes a fresh database (no server fails the run), and
-# scripts/test-counts.sh prints how many tests ran on each. Then the demo as
-# a smoke test, with the binary `cargo test` just built (`cargo run -p
-# paddock` would resolve features for one package only and rebuild half the
-# tree).
+# scripts/test-counts.sh prints how many tests ran on each;
+# scripts/test-tools.sh installs what tests run beside Paddock (faketime).
+# Then the demo as a smoke test, with the binary `cargo test` just built
+# (`cargo run -p paddock` would resolve features for one package only and
+# rebuild half the tree).
 test: guests
+	bash scripts/test-tools.sh
 	url=$$(bash scripts/test-postgres.sh) && \
 	  PADDOCK_TEST_DATABASE_URL=$$url cargo test --workspace
 	bash scripts/test-counts.sh

@@ -49,6 +49,7 @@ pub mod review;
 pub mod secret;
 pub mod shares;
 pub mod state;
+pub mod takeover;
 pub mod text;
 pub mod tickets;
 pub mod time;

@@ -39,8 +39,10 @@ mod groups;
 #[cfg(test)]
 mod guards;
 mod held;
+mod liveness;
 mod metrics;
 mod model;
+mod overlap;
 mod quotas;
 mod read;
 mod reports;
@@ -72,10 +74,12 @@ pub use dialect::Dialect;
 pub use gates::GateRecord;
 pub use groups::{GroupLoad, WINDOW_ATTEMPTS, capacity_now};
 pub use held::HoldingTicket;
+pub use liveness::Liveness;
 pub use metrics::{
     ExceptionGauge, MetricsSnapshot, STALE_TOKEN_KIND_PREFIX, SchemaState, TriggerGauge,
 };
 pub use model::*;
+pub use overlap::Admission;
 pub use quotas::{RampNow, TenantHoldMove};
 pub use reports::{CostBy, ReportQuery};
 pub use retry::Retried;

@@ -1013,7 +1013,10 @@ async fn a_team_token_can_neither_read_nor_change_another_tenants_work(db: Db) {
     let (_, seen_by_acme) = api.get("/v1/gates", "acme").await;
     assert_eq!(kinds(&seen_by_acme), ["group:default"]);
     let (_, seen_by_globex) = api.get("/v1/gates", "globex").await;
-    assert_eq!(kinds(&seen_by_globex), ["group:default", "job:globex/globex-job"]);
+    assert_eq!(
+        kinds(&seen_by_globex),
+        ["group:default", "job:globex/globex-job"]
+    );
     // The same rows are globex's to see.
     let (status, _) = api
         .get(&format!("/v1/triggers/{}", g.trigger), "globex")

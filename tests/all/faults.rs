@@ -116,6 +116,40 @@ db_test!(
 /// effect row and the trigger's result are B's, and the ledger applied one
 /// effect.
 async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeovers(db: Db) {
+    stale_writer(db, &flags("1"), &flags("2")).await;
+}
+
+db_test!(
+    the_seeds_scenario_5_at_a_tenth_of_its_times_refuses_the_paused_runner_everywhere,
+    workers = 2
+);
+/// The seed's scenario 5 with its own flags' ratios at a tenth of the
+/// time: lease 6 s, a heartbeat every 1.5 s, the commit gate after 2
+/// missed heartbeats (`--max-missed-heartbeats 2`). A is stopped once its
+/// effect is parked, B takes the trigger over when A's lease has run out
+/// (token + 1: a stopped process keeps its database session, so nothing
+/// ends its lease early), and when A continues every write it attempts is
+/// refused and counted, as in fault 1.
+async fn the_seeds_scenario_5_at_a_tenth_of_its_times_refuses_the_paused_runner_everywhere(db: Db) {
+    let seed = |concurrency: &'static str| {
+        [
+            "--lease",
+            "6s",
+            "--heartbeat",
+            "1500ms",
+            "--max-missed-heartbeats",
+            "2",
+            "--poll",
+            "100ms",
+            "--concurrency",
+            concurrency,
+        ]
+    };
+    stale_writer(db, &seed("1"), &seed("2")).await;
+}
+
+/// Fault 1 with `a_flags` for the stale writer A and `b_flags` for B.
+async fn stale_writer(db: Db, a_flags: &[&str], b_flags: &[&str]) {
     let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
     // Long enough that A's parked request does not time out while A sleeps.
@@ -153,7 +187,7 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     // `Proc::stop_outside_a_transaction` may, can outlast its lease; with a free
     // slot A once took its own lapsed trigger back as attempt 78 and
     // finished it before B started.)
-    let a = Proc::serve("A", &host.url, host.dir.path(), &flags("1"));
+    let a = Proc::serve("A", &host.url, host.dir.path(), a_flags);
     eventually(
         Duration::from_secs(60),
         "A's effect parked at the ledger",
@@ -190,7 +224,7 @@ async fn a_paused_stale_writer_is_refused_everywhere_and_the_result_is_the_takeo
     let retries = a.stop_outside_a_transaction(&host.store, &[t.id]).await;
     println!("stale writer: A stopped outside a transaction after {retries} retries");
     let paused = Instant::now();
-    let b = Proc::serve("B", &host.url, host.dir.path(), &flags("2"));
+    let b = Proc::serve("B", &host.url, host.dir.path(), b_flags);
     let done = eventually_or(
         Duration::from_secs(60),
         "B completes the trigger",

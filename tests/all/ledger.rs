@@ -158,6 +158,11 @@ impl Ledger {
         .await;
     }
 
+    /// Hold requests under `sent`, the key as the downstream sees it.
+    pub async fn hold_sent(&self, sent: &str) {
+        self.post("/admin/hold", json!({ "hold_key": sent })).await;
+    }
+
     pub async fn release(&self, key: &str) {
         self.release_sent(&crate::sent_key(key)).await;
     }

@@ -18,9 +18,24 @@ pub struct Proc {
 impl Proc {
     /// `paddock --database-url URL ARGS...`, running in the background.
     pub fn spawn(name: &str, url: &str, dir: &Path, args: &[&str]) -> Self {
+        Self::spawn_under(&[], name, url, dir, args)
+    }
+
+    /// [`Proc::spawn`] run by `wrapper` (a command and its arguments, the
+    /// paddock command line appended): `faketime +2h`, say.
+    pub fn spawn_under(wrapper: &[&str], name: &str, url: &str, dir: &Path, args: &[&str]) -> Self {
         let stdout = dir.join(format!("{name}.out"));
         let stderr = dir.join(format!("{name}.err"));
-        let child = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        let paddock = env!("CARGO_BIN_EXE_paddock");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(paddock);
+                c
+            }
+            None => Command::new(paddock),
+        };
+        let child = command
             .arg("--database-url")
             .arg(url)
             .args(args)

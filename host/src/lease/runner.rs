@@ -23,7 +23,7 @@ use crate::model::{
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
 use crate::schedule::ScheduleSpec;
-use crate::store::{ClaimRequest, RunnerStore, Store, StoreError, StoreResult};
+use crate::store::{Admission, ClaimRequest, RunnerStore, Store, StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -32,6 +32,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 mod groups;
+mod liveness;
 mod prepare;
 
 /// Runner settings. Every default is listed in [`RunnerConfig::default`].
@@ -161,6 +162,8 @@ pub struct Runner {
     fuel: Arc<FuelMeter>,
     /// Whether the pool's or memory's high-water mark holds its claims.
     high_water: HighWater,
+    /// Its liveness lock and sweep ([`liveness`]).
+    liveness: tokio::sync::Mutex<liveness::Keeper>,
 }
 
 impl Runner {
@@ -207,6 +210,7 @@ impl Runner {
             in_flight: Default::default(),
             fuel: Default::default(),
             high_water: HighWater::default(),
+            liveness: Default::default(),
         })
     }
 
@@ -342,6 +346,7 @@ impl Runner {
         self: &Arc<Self>,
         running: &mut JoinSet<AttemptSummary>,
     ) -> StoreResult<usize> {
+        self.keep_alive().await;
         let free = self
             .slots
             .available_permits()
@@ -571,10 +576,12 @@ impl Runner {
     }
 
     /// Apply the job's overlap policy to a claimed scheduled trigger before
-    /// it runs.
-    /// `Some(outcome)` when the trigger must not run now (`skipped`, or
-    /// `overlap_wait`: released to wait); `None` to go ahead (after asking
-    /// the oldest run to stop, for `replace`). An error means the policy
+    /// it runs, through the one rule that admits runs
+    /// ([`RunnerStore::overlap_admit`]): `None` to go ahead (admitted), or
+    /// `Some(outcome)` when it must not run now — `skipped` (`forbid`), or
+    /// `overlap_wait`: released to be claimed again (`allow`; `replace`,
+    /// after asking the oldest run in flight to stop, so the new one starts
+    /// once that has ended and never beside it). An error means the policy
     /// could not be judged: the caller must not run the guest.
     async fn overlap_gate(
         &self,
@@ -592,30 +599,24 @@ impl Runner {
         let Ok(schedule) = ScheduleSpec::of_plan(&plan.spec) else {
             return Ok(None);
         };
-        let running = self
-            .store
-            .job_running_before(&claim.tenant, &claim.job_id, claim.trigger_id)
-            .await?;
-        let decision = crate::schedule::decide_overlap(
-            schedule.overlap.policy,
-            schedule.overlap.max_in_flight,
-            running.len(),
-        );
+        let max = schedule.overlap.max_in_flight;
+        let in_flight = match self.store.overlap_admit(lease, max).await? {
+            Admission::Admitted => return Ok(None),
+            Admission::Full(in_flight) => in_flight,
+        };
         use crate::schedule::OverlapDecision as D;
+        let decision =
+            crate::schedule::decide_overlap(schedule.overlap.policy, max, in_flight.len());
         match decision {
             D::Start => Ok(None),
-            D::ReplaceOldest => {
-                if let Some(oldest) = running.first() {
+            D::ReplaceOldest | D::Wait => {
+                if let (D::ReplaceOldest, Some(oldest)) = (decision, in_flight.first()) {
                     self.store.request_stop(*oldest).await?;
                 }
-                Ok(None)
-            }
-            D::Wait => {
                 let end = AttemptEnd::not_run();
                 let why = format!(
-                    "waiting: {} older run(s) of this job in flight (max_in_flight {})",
-                    running.len(),
-                    schedule.overlap.max_in_flight
+                    "waiting: {} run(s) of this job in flight (max_in_flight {max})",
+                    in_flight.len()
                 );
                 self.store
                     .attempt_release(
@@ -630,9 +631,8 @@ impl Runner {
             }
             D::SkipNew => {
                 let end = AttemptEnd::skipped(format!(
-                    "skipped: {} run(s) of this job already in flight (max_in_flight {}, overlap forbid)",
-                    running.len(),
-                    schedule.overlap.max_in_flight
+                    "skipped: {} run(s) of this job already in flight (max_in_flight {max}, overlap forbid)",
+                    in_flight.len()
                 ));
                 self.store.attempt_finish(lease, &end).await?;
                 self.store.counter_add("overlap_skipped", 1).await?;

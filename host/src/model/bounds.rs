@@ -43,6 +43,7 @@
 //! | `effects recover --limit` | 1 – 10,000 | |
 //! | `serve --concurrency`, `--claim-batch` | 1 – 10,000 | a semaphore of more permits than tokio allows panics |
 //! | `serve --lease` | 1 ms – 1 day | |
+//! | `serve --max-missed-heartbeats` | 1 – 100 | |
 //!
 //! Group memory is bounded by the host's ceiling (`sandbox`), output caps
 //! by [`super::caps::MAX_CAP`], token lifetimes by 366 days, and min-share
@@ -150,6 +151,10 @@ pub const FUEL_PER_CPU_SECOND_MAX: f64 = 1e15;
 pub const SERVE_CONCURRENCY: Bound = count("concurrency", 1, 10_000);
 pub const CLAIM_BATCH: Bound = count("claim-batch", 1, 10_000);
 pub const LEASE: Bound = millis("lease", 1, DAY);
+/// Renewals in a row that may fail before a runner stops trusting its
+/// lease (the commit gate closes): at least one, and never so many that a
+/// lease could outlive them.
+pub const MAX_MISSED_HEARTBEATS: Bound = count("max-missed-heartbeats", 1, 100);
 
 // Requests.
 /// The most fire times one backfill request covers (and one preview

@@ -340,4 +340,32 @@ fn capacity(registry: &mut Registry, s: &MetricsSnapshot) {
                 .map(|(g, n)| (vec![("group", g.clone())], *n)),
         ),
     );
+    let takeovers = s.takeovers_by_group();
+    registry.register(
+        "paddock_takeovers",
+        help(
+            DB,
+            "triggers taken over from a holder that was gone in the last hour, by resource group",
+        ),
+        gauges(
+            takeovers
+                .iter()
+                .map(|(g, t)| (vec![("group", g.clone())], t.count)),
+        ),
+    );
+    registry.register_with_unit(
+        "paddock_takeover_latency",
+        help(
+            DB,
+            "how long a trigger whose holder was gone stood still before its takeover started (from the holder's lease end, or its database session's end), last hour, by resource group and quantile (0.5, 0.99, 1)",
+        ),
+        Unit::Seconds,
+        float_gauges(takeovers.iter().flat_map(|(g, t)| {
+            [("0.5", t.p50_ms), ("0.99", t.p99_ms), ("1", t.max_ms)]
+                .into_iter()
+                .filter_map(move |(q, ms)| {
+                    ms.map(|ms| (vec![("group", g.clone()), ("quantile", q.to_string())], seconds(ms)))
+                })
+        })),
+    );
 }

@@ -4,7 +4,11 @@
 //! | in flight | `allow` | `forbid` | `replace` |
 //! |---|---|---|---|
 //! | `< max_in_flight` | `Start` | `Start` | `Start` |
-//! | `>= max_in_flight` | `Wait` (until a slot frees) | `SkipNew` | `ReplaceOldest` (cancel it, then start) |
+//! | `>= max_in_flight` | `Wait` (until a slot frees) | `SkipNew` | `ReplaceOldest` (ask it to stop; start once it has ended) |
+//!
+//! What counts as in flight, and the admission itself, is the store's one
+//! rule (`store/overlap.rs`): this table only says what to do when a job
+//! is full.
 //!
 //! Invariants kept: pure; never returns `Start` at or above the limit;
 //! `max_in_flight = 0` is treated as 1 (the spec rejects 0, this keeps a
@@ -19,7 +23,8 @@ pub enum OverlapDecision {
     Start,
     /// Do not run it (record it as skipped for overlap).
     SkipNew,
-    /// Cancel the oldest in-flight run, then start this one.
+    /// Ask the oldest in-flight run to stop, and start this one once it
+    /// has ended (never beside it).
     ReplaceOldest,
     /// Leave it pending until a run finishes.
     Wait,

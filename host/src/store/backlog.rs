@@ -89,6 +89,10 @@ pub struct GroupStatus {
     /// backlog either — no claim takes them and no retry time wakes them.
     #[serde(default)]
     pub manual: i64,
+    /// Its triggers taken over in the window, and how long each stood
+    /// still first ([`crate::model::takeover`]).
+    #[serde(default)]
+    pub takeovers: crate::model::takeover::Takeovers,
 }
 
 impl GroupStatus {
@@ -226,12 +230,59 @@ const ARRIVED_LATE: &str = concat!(
     ") AND (?4 IS NULL OR tenant = ?4) GROUP BY resource_group"
 );
 
+/// Takeovers in `(?2, ?1]` (the expired attempt's end) per group, each
+/// with its latency: the successor's start less the expired lease's end
+/// (`attempts_expired`, migration 0037).
+const TAKEOVERS: &str = "SELECT t.resource_group, n.started_at - e.lease_until FROM attempts e \
+     JOIN attempts n ON n.trigger_id = e.trigger_id AND n.attempt_no = e.attempt_no + 1 \
+     JOIN triggers t ON t.id = e.trigger_id \
+     WHERE e.outcome = 'expired' AND e.ended_at > ?2 AND e.ended_at <= ?1 \
+       AND (?3 IS NULL OR t.tenant = ?3)";
+
 /// Open tickets per group of their trigger (NULL: tied to none).
 const TICKETS: &str = "SELECT t.resource_group, count(*) FROM exceptions e \
      LEFT JOIN triggers t ON t.id = e.trigger_id \
      WHERE e.state = 'open' AND (?1 IS NULL OR t.tenant = ?1) GROUP BY t.resource_group";
 
 impl Store {
+    /// A read-only transaction every count of one status is read in: on
+    /// PostgreSQL one snapshot (repeatable read) with the status plans'
+    /// settings.
+    async fn status_snapshot(&self) -> StoreResult<Tx> {
+        let mut tx = self.pool.begin().await?;
+        if self.dialect == Dialect::Postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(POSTGRES_SETTINGS).execute(&mut *tx).await?;
+        }
+        Ok(tx)
+    }
+
+    /// The takeovers of `(since, now]` per group, and their latency.
+    async fn takeovers(
+        &self,
+        tx: &mut Tx,
+        now: i64,
+        since: i64,
+        tenant: Option<&str>,
+    ) -> StoreResult<BTreeMap<String, crate::model::takeover::Takeovers>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(self.sql(TAKEOVERS))
+            .bind(now)
+            .bind(since)
+            .bind(tenant)
+            .fetch_all(&mut **tx)
+            .await?;
+        let mut by_group: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for (group, ms) in rows {
+            by_group.entry(group).or_default().push(ms);
+        }
+        Ok(by_group
+            .into_iter()
+            .map(|(group, ms)| (group, crate::model::takeover::Takeovers::of(&ms)))
+            .collect())
+    }
+
     /// Every group's (or one group's) status over `query.window_ms` up to
     /// `query.now`; see the module doc for what each count reads.
     pub async fn status_report(&self, query: &StatusQuery) -> StoreResult<StatusReport> {
@@ -241,13 +292,7 @@ impl Store {
         };
         let since = now - query.window_ms;
         let tenant = query.tenant.as_deref();
-        let mut tx = self.pool.begin().await?;
-        if self.dialect == Dialect::Postgres {
-            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(POSTGRES_SETTINGS).execute(&mut *tx).await?;
-        }
+        let mut tx = self.status_snapshot().await?;
         let groups: Vec<(String, i64, String)> = sqlx::query_as(self.sql(GROUPS))
             .bind(query.group.as_deref())
             .fetch_all(&mut *tx)
@@ -288,6 +333,7 @@ impl Store {
             .bind(tenant)
             .fetch_all(&mut *tx)
             .await?;
+        let mut takeovers = self.takeovers(&mut tx, now, since, tenant).await?;
         tx.commit().await?;
 
         let count = |map: &PerGroup, group: &str| map.get(group).copied().unwrap_or(0);
@@ -317,6 +363,7 @@ impl Store {
                         .map_or(0, |(_, n)| *n),
                     paused: count(&paused, &group),
                     manual: count(&manual, &group),
+                    takeovers: takeovers.remove(&group).unwrap_or_default(),
                     group,
                 }
             })

@@ -14,6 +14,7 @@
 //! | open tickets per kind and the oldest | `exceptions` | `exceptions_open_subject` (partial, `state = 'open'`) |
 //! | effective concurrency per group | `resource_groups` | a small table |
 //! | watermarks per shard | `schedule_shards` | 16 rows |
+//! | takeovers of the last hour, each with its latency | `attempts` | `attempts_expired` (partial, `outcome = 'expired'`; migration 0037) |
 //!
 //! Instants are the database clock's, read in the same statement.
 
@@ -62,6 +63,12 @@ const SNAPSHOT: &str = concat!(
      WHERE state = 'open' GROUP BY kind",
     " UNION ALL SELECT 'group', name, '', '', effective_concurrency, NULL FROM resource_groups",
     " UNION ALL SELECT 'shard', CAST(shard AS TEXT), '', '', 0, watermark FROM schedule_shards",
+    " UNION ALL SELECT 'takeover', t.resource_group, '', '', n.started_at - e.lease_until, NULL \
+     FROM attempts e JOIN attempts n ON n.trigger_id = e.trigger_id \
+       AND n.attempt_no = e.attempt_no + 1 JOIN triggers t ON t.id = e.trigger_id \
+     WHERE e.outcome = 'expired' AND e.ended_at > ",
+    now_ms!(),
+    " - 3600000",
 );
 
 /// The counter `Store::lease_lost` adds to for each stale write, with the
@@ -109,6 +116,9 @@ pub struct MetricsSnapshot {
     pub groups: Vec<(String, i64)>,
     /// Each shard's watermark (ms), if it was ever scanned.
     pub shards: Vec<(i64, Option<i64>)>,
+    /// Each takeover of the last hour: its group and latency (ms;
+    /// [`crate::model::takeover`]).
+    pub takeovers: Vec<(String, i64)>,
 }
 
 type Row = (String, String, String, String, i64, Option<i64>);
@@ -149,6 +159,7 @@ impl MetricsSnapshot {
                 }),
                 "group" => s.groups.push((a, n)),
                 "shard" => s.shards.push((a.parse().unwrap_or(-1), m)),
+                "takeover" => s.takeovers.push((a, n)),
                 _ => {}
             }
         }
@@ -157,7 +168,29 @@ impl MetricsSnapshot {
         s.counters.sort();
         s.groups.sort();
         s.shards.sort();
+        s.takeovers.sort();
         s
+    }
+
+    /// The last hour's takeovers per group ([`crate::model::takeover`]).
+    pub fn takeovers_by_group(&self) -> Vec<(String, crate::model::takeover::Takeovers)> {
+        let mut groups: Vec<&str> = self.takeovers.iter().map(|(g, _)| g.as_str()).collect();
+        groups.dedup();
+        groups
+            .into_iter()
+            .map(|group| {
+                let latencies: Vec<i64> = self
+                    .takeovers
+                    .iter()
+                    .filter(|(g, _)| g == group)
+                    .map(|(_, ms)| *ms)
+                    .collect();
+                (
+                    group.to_string(),
+                    crate::model::takeover::Takeovers::of(&latencies),
+                )
+            })
+            .collect()
     }
 
     /// A counter's value (0 if never written).

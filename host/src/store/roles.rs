@@ -23,6 +23,7 @@
 
 use super::StoreResult;
 use super::model::*;
+use super::overlap::Admission;
 use crate::model::audit::AuditEntry;
 use crate::model::{
     ApplyOutcome, AttemptEnd, Claim, LeaseRef, PlanSpec, ReleaseReason, ResourceGroup, ShardLease,
@@ -210,17 +211,23 @@ pub trait RunnerStore: ReadStore + Counters {
     /// How many attempts of a trigger before `attempt_id` were released
     /// (they did not spend the retry budget).
     async fn released_before(&self, trigger_id: i64, attempt_id: i64) -> StoreResult<i64>;
-    /// Running triggers of a job scheduled before trigger `mine`, oldest
-    /// first, with a live lease (the overlap policy's count).
-    async fn job_running_before(
-        &self,
-        tenant: &str,
-        job_id: &str,
-        mine: i64,
-    ) -> StoreResult<Vec<i64>>;
+    /// The overlap rule, for every attempt of a scheduled trigger before
+    /// its guest runs (a new fire, a retry, a resume, a takeover alike):
+    /// admit the run if it already was (a takeover of a run in flight) or
+    /// if fewer than `max_in_flight` runs of its job are in flight —
+    /// counting every admitted run still `running`, its holder alive or
+    /// not — decided under a lock per job ([`super::overlap`]).
+    async fn overlap_admit(&self, lease: &LeaseRef, max_in_flight: u32) -> StoreResult<Admission>;
     /// Ask a running trigger to stop at its next safe point (overlap
     /// `replace`). False if it is not running.
     async fn request_stop(&self, trigger_id: i64) -> StoreResult<bool>;
+    /// Bind `owner`'s liveness to a database session of its own
+    /// ([`super::liveness`]); `None` where the database has none to watch
+    /// (SQLite) or another live session already holds the owner name.
+    async fn liveness_hold(&self, owner: &str) -> StoreResult<Option<super::Liveness>>;
+    /// End the leases of owners whose session is gone, but `me`'s; the
+    /// triggers set free for a takeover ([`super::liveness`]).
+    async fn expire_dead_holders(&self, me: &str) -> StoreResult<Vec<i64>>;
 
     /// [`RunnerStore::claim`] with half the batch (rounded up) offered to
     /// retries first.

@@ -169,30 +169,16 @@ impl RunnerStore for Store {
         .await?)
     }
 
-    /// Running triggers of a job that were scheduled before trigger `mine`
-    /// (earlier `scheduled_at`, or the same and a lower id), oldest first,
-    /// with their lease still live. Only older runs count against a new
-    /// one, so two runs checking each other at once never both yield.
-    async fn job_running_before(
-        &self,
-        tenant: &str,
-        job_id: &str,
-        mine: i64,
-    ) -> StoreResult<Vec<i64>> {
-        Ok(sqlx::query_scalar(self.sql(concat!(
-            "SELECT r.id FROM triggers r, triggers m WHERE m.id = ?2 AND r.tenant = ?3 \
-             AND r.job_id = ?1 AND r.state = ",
-            trigger_state!(running),
-            " AND r.lease_until >= ",
-            now_ms!(),
-            " AND (r.scheduled_at < m.scheduled_at OR (r.scheduled_at = m.scheduled_at AND r.id < m.id)) \
-             ORDER BY r.scheduled_at, r.id"
-        )))
-        .bind(job_id)
-        .bind(mine)
-        .bind(tenant)
-        .fetch_all(&self.pool)
-        .await?)
+    async fn overlap_admit(&self, lease: &LeaseRef, max_in_flight: u32) -> StoreResult<Admission> {
+        self.admit_run(lease, max_in_flight).await
+    }
+
+    async fn liveness_hold(&self, owner: &str) -> StoreResult<Option<super::Liveness>> {
+        self.hold_liveness(owner).await
+    }
+
+    async fn expire_dead_holders(&self, me: &str) -> StoreResult<Vec<i64>> {
+        self.expire_dead(me).await
     }
 
     async fn request_stop(&self, trigger_id: i64) -> StoreResult<bool> {

@@ -248,6 +248,10 @@ struct ServeArgs {
     /// Heartbeat period (default: lease / 4).
     #[arg(long)]
     heartbeat: Option<String>,
+    /// Renewals in a row that may fail before the runner stops trusting a
+    /// lease: its attempt commits nothing and gives the trigger up.
+    #[arg(long, default_value_t = 3)]
+    max_missed_heartbeats: u32,
     /// Poll interval when nothing wakes the runner.
     #[arg(long, default_value = "250ms")]
     poll: String,
@@ -527,7 +531,7 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
     if let Some(id) = args.runner_id {
         config = config.id(id);
     }
-    use paddock::model::bounds::{CLAIM_BATCH, LEASE, SERVE_CONCURRENCY};
+    use paddock::model::bounds::{CLAIM_BATCH, LEASE, MAX_MISSED_HEARTBEATS, SERVE_CONCURRENCY};
     let flag = |e: String| anyhow::anyhow!("--{e}");
     let lease = duration_arg(&args.lease)?;
     LEASE
@@ -537,12 +541,16 @@ fn node_config(database_url: &str, args: ServeArgs) -> anyhow::Result<NodeConfig
         .check(i64::try_from(args.concurrency).unwrap_or(i64::MAX))
         .map_err(flag)?;
     CLAIM_BATCH.check(args.claim_batch).map_err(flag)?;
+    MAX_MISSED_HEARTBEATS
+        .check(i64::from(args.max_missed_heartbeats))
+        .map_err(flag)?;
     config.runner = RunnerConfig {
         lease,
         heartbeat_every: match args.heartbeat {
             Some(h) => duration_arg(&h)?,
             None => lease / 4,
         },
+        max_missed_heartbeats: args.max_missed_heartbeats,
         max_concurrency: args.concurrency,
         claim_batch: args.claim_batch,
         poll_interval: duration_arg(&args.poll)?,

@@ -136,7 +136,9 @@ pub(in crate::store) const CLAIM_ROW: &str = concat!(
          fencing_token = fencing_token + 1, attempts = attempts + 1, updated_at = ?2, \
          recovery = CASE WHEN state = ",
     trigger_state!(retry_wait),
-    " THEN 1 ELSE recovery END \
+    " THEN 1 ELSE recovery END, overlap_token = CASE WHEN state = ",
+    trigger_state!(running),
+    " THEN overlap_token END \
      WHERE id IN (SELECT value FROM json_each(?4)) AND (state = ",
     trigger_state!(pending),
     " OR state = ",

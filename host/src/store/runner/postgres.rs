@@ -185,7 +185,9 @@ macro_rules! claim_update {
          fencing_token = triggers.fencing_token + 1, attempts = triggers.attempts + 1, \
          updated_at = (SELECT now FROM clock), recovery = CASE WHEN triggers.state = ",
             trigger_state!(retry_wait),
-            " THEN 1 ELSE triggers.recovery END \
+            " THEN 1 ELSE triggers.recovery END, overlap_token = CASE WHEN triggers.state = ",
+            trigger_state!(running),
+            " THEN triggers.overlap_token END \
      WHERE triggers.id = ANY(ARRAY(SELECT id FROM chosen)) \
      RETURNING triggers.id, triggers.fencing_token, triggers.attempts, triggers.lease_until, \
          triggers.updated_at, triggers.job_id, triggers.tenant, triggers.plan_version, \

@@ -175,7 +175,7 @@ fn print_text(report: &StatusReport) {
             .unwrap_or_default()
     );
     println!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}  {}",
         "GROUP",
         "RUNNING/LIMIT",
         "BACKLOG",
@@ -185,7 +185,8 @@ fn print_text(report: &StatusReport) {
         "DRAIN ETA",
         "TICKETS",
         "PAUSED",
-        "MANUAL"
+        "MANUAL",
+        "TAKEOVERS"
     );
     for g in &report.groups {
         println!("{}", line(g, report.window_ms));
@@ -200,7 +201,8 @@ fn print_text(report: &StatusReport) {
         "backlog: due, waiting for a claim (recovery lane in brackets); oldest due: the longest-waiting; \
          arriving: became due; succeeding: reached succeeded; ETA = backlog / (succeeding − arriving); \
          paused: held by a closed gate (`paddock gates`), not backlog; \
-         manual: waiting for a person (an approval, or a ticket's answer: `paddock exceptions list`), not backlog"
+         manual: waiting for a person (an approval, or a ticket's answer: `paddock exceptions list`), not backlog; \
+         takeovers: triggers taken over from a holder that was gone, with how long they stood still (from its lease's end, or its session's)"
     );
 }
 
@@ -226,8 +228,17 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
         thousands(g.backlog)
     };
     let running = format!("{}/{}", g.running, g.limit);
+    let takeovers = match (g.takeovers.p50_ms, g.takeovers.p99_ms) {
+        (Some(p50), Some(p99)) => format!(
+            "{} (p50 {}, p99 {})",
+            g.takeovers.count,
+            human(p50),
+            human(p99)
+        ),
+        _ => "-".to_string(),
+    };
     format!(
-        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}",
+        "{:<16} {:>13} {:>11} {:>10} {:>10} {:>10}  {:<32} {:>7} {:>7} {:>7}  {}",
         g.group,
         running,
         backlog,
@@ -237,7 +248,8 @@ fn line(g: &GroupStatus, window_ms: i64) -> String {
         eta,
         g.open_tickets,
         g.paused,
-        g.manual
+        g.manual,
+        takeovers
     )
 }
 
@@ -310,12 +322,14 @@ mod tests {
             open_tickets: 2,
             paused: 3,
             manual: 1,
+            takeovers: paddock::model::takeover::Takeovers::of(&[120, 480]),
         };
         let text = line(&g, 300_000);
         assert!(text.contains("40/40"), "{text}");
         assert!(text.contains("240,000"), "{text}");
         assert!(text.contains("600/s") && text.contains("800/s"), "{text}");
         assert!(text.contains("20m 0s (net +200/s)"), "{text}");
+        assert!(text.contains("2 (p50 0.1s, p99 0.5s)"), "{text}");
         let stuck = line(
             &GroupStatus {
                 successes: 120_000,
