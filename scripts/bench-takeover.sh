@@ -28,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 export PADDOCK_DATABASE_URL=$url
-"$paddock" group set default --deadline 1h --concurrency 4 >/dev/null
+"$paddock" group set default --deadline 1h --concurrency 64 >/dev/null
 digest=$("$paddock" component push "$root/target/guests/burn.wasm" | grep -o 'sha256:[0-9a-f]*' | head -1)
 cat >"$work/job.toml" <<TOML
 id = "burner"
@@ -40,7 +40,7 @@ spin = true
 max_attempts = 100
 TOML
 "$paddock" job apply "$work/job.toml" >/dev/null
-flags=(--lease "$lease" --poll 100ms --concurrency 2)
+flags=(--lease "$lease" --poll 100ms --concurrency 32)
 sql() { psql "$url" -qAtc "$1"; }
 now_ms="CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 "$paddock" serve --runner-id B "${flags[@]}" >"$work/B.log" 2>&1 & b=$!

@@ -10,6 +10,49 @@ mod sqlite {
     use std::borrow::Cow;
     use std::path::Path;
 
+    /// A database in `dir` as the migrations before `version` left it,
+    /// with `seed`'s rows, then opened by this Paddock (every migration
+    /// run, `version` among them).
+    async fn opened_after(dir: &Path, version: i64, seed: &str) -> Store {
+        let file = dir.join("old.db");
+        let old = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&file)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        let mut migrator = Migrator::new(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../migrations/sqlite"
+        )))
+        .await
+        .unwrap();
+        assert!(
+            migrator.migrations.iter().any(|m| m.version == version),
+            "the test is about {version:04}"
+        );
+        migrator.migrations = Cow::Owned(
+            migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version < version)
+                .cloned()
+                .collect(),
+        );
+        migrator.run(&old).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(seed.to_string()))
+            .execute(&old)
+            .await
+            .unwrap();
+        old.close().await;
+        Store::open(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap()
+    }
+
     /// The rows a user of 0007 has: three triggers, and a fourth deleted, so
     /// the AUTOINCREMENT sequence is ahead of the largest id.
     const SEED: &str = "
@@ -33,40 +76,7 @@ mod sqlite {
     #[tokio::test]
     async fn a_0007_database_opens_with_every_row_id_and_state_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("old.db");
-        let old = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(&file)
-                    .create_if_missing(true),
-            )
-            .await
-            .unwrap();
-        let mut migrator = Migrator::new(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../migrations/sqlite"
-        )))
-        .await
-        .unwrap();
-        assert!(
-            migrator.migrations.iter().any(|m| m.version == 8),
-            "this test is about 0008"
-        );
-        migrator.migrations = Cow::Owned(
-            migrator
-                .migrations
-                .iter()
-                .filter(|m| m.version <= 7)
-                .cloned()
-                .collect(),
-        );
-        migrator.run(&old).await.unwrap();
-        sqlx::raw_sql(SEED).execute(&old).await.unwrap();
-        old.close().await;
-
-        let url = format!("sqlite://{}", file.display());
-        let store = Store::open(&url).await.unwrap();
+        let store = opened_after(dir.path(), 8, SEED).await;
         let rows: Vec<(i64, String, i64, i64)> =
             sqlx::query_as("SELECT id, state, fencing_token, attempts FROM triggers ORDER BY id")
                 .fetch_all(store.pool())
@@ -162,40 +172,7 @@ mod sqlite {
     #[tokio::test]
     async fn a_0033_database_keys_jobs_by_tenant_and_keeps_every_row() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("old.db");
-        let old = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(&file)
-                    .create_if_missing(true),
-            )
-            .await
-            .unwrap();
-        let mut migrator = Migrator::new(Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../migrations/sqlite"
-        )))
-        .await
-        .unwrap();
-        assert!(
-            migrator.migrations.iter().any(|m| m.version == 34),
-            "this test is about 0034"
-        );
-        migrator.migrations = Cow::Owned(
-            migrator
-                .migrations
-                .iter()
-                .filter(|m| m.version <= 33)
-                .cloned()
-                .collect(),
-        );
-        migrator.run(&old).await.unwrap();
-        sqlx::raw_sql(SEED_0033).execute(&old).await.unwrap();
-        old.close().await;
-
-        let url = format!("sqlite://{}", file.display());
-        let store = Store::open(&url).await.unwrap();
+        let store = opened_after(dir.path(), 34, SEED_0033).await;
         let pool = store.pool();
         let one = |sql: &'static str| async move {
             sqlx::query_as::<_, (String,)>(sql)

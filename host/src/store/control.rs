@@ -225,6 +225,8 @@ impl ControlStore for Store {
         .await?;
         let versions: Vec<(u32, String)> =
             versions.into_iter().map(|(v, d)| (v as u32, d)).collect();
+        // Audited under the job's qualified name: its id alone is not it.
+        let subject = JobName::qualified(&spec.tenant, job_id);
         let outcome = match decide_apply(&versions, requested_version, &digest) {
             ApplyDecision::Existing { version } => {
                 self.counter_add_in(&mut *tx, "plan_idempotent_hits", 1)
@@ -255,30 +257,14 @@ impl ControlStore for Store {
                     "job '{job_id}' version {version} already exists with different content \
                      (stored digest {stored_digest}, submitted {digest}); omit `version` or use a new number"
                 );
-                return Err(self
-                    .refuse_plan(
-                        tx,
-                        actor,
-                        &JobName::qualified(&spec.tenant, job_id),
-                        detail,
-                        why,
-                    )
-                    .await);
+                return Err(self.refuse_plan(tx, actor, &subject, detail, why).await);
             }
             ApplyDecision::NotNext { requested, latest } => {
                 let detail = serde_json::json!({ "reason": "not_next", "requested": requested, "latest": latest });
                 let why = format!(
                     "job '{job_id}': version {requested} is not the next version (latest is {latest})"
                 );
-                return Err(self
-                    .refuse_plan(
-                        tx,
-                        actor,
-                        &JobName::qualified(&spec.tenant, job_id),
-                        detail,
-                        why,
-                    )
-                    .await);
+                return Err(self.refuse_plan(tx, actor, &subject, detail, why).await);
             }
         };
         tx.commit().await?;
