@@ -1,4 +1,4 @@
-//! The HTTP admin API (issue 18): the command line's reads and writes as
+//! The HTTP admin API: the command line's reads and writes as
 //! JSON endpoints, for tokens with roles and tenants, served by axum on the
 //! listener `paddock serve --api ADDR` binds (off unless asked).
 //!

@@ -272,3 +272,51 @@ fn the_function_reader_measures_bodies() {
         vec![("a".to_string(), 1, 3), ("b".to_string(), 5, 5)]
     );
 }
+
+/// Where `text` names a work item or a session ("issue 16", "Stop 36"):
+/// a reason must stand alone, so the code and the map never point at the
+/// story of how they were built. Each hit as `line: text`.
+fn story_references(text: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let lower = line.to_lowercase();
+        for word in ["issue ", "stop "] {
+            let mut from = 0;
+            while let Some(at) = lower[from..].find(word) {
+                let after = &lower[from + at + word.len()..];
+                let before_ok =
+                    from + at == 0 || !lower.as_bytes()[from + at - 1].is_ascii_alphanumeric();
+                if before_ok && after.starts_with(|c: char| c.is_ascii_digit()) {
+                    hits.push(format!("{}: {}", n + 1, line.trim()));
+                }
+                from += at + word.len();
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn no_code_comment_or_map_line_names_an_issue_or_a_stop() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.push(src().join("../../docs/architecture.md"));
+    let mut problems = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for hit in story_references(&text) {
+            problems.push(format!("{}:{hit}", path.display()));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "say why, not which issue or stop:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_story_reader_finds_issues_and_stops_and_nothing_else() {
+    let hits = story_references("a (issue 16)\nStop 36: x\nnonstop 3\nan issue of 4\nstop it");
+    assert_eq!(hits, vec!["1: a (issue 16)", "2: Stop 36: x"]);
+}

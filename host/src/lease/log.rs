@@ -1,6 +1,6 @@
 //! The runner's structured lines for trigger state changes, one per
 //! change, so that `paddock serve --log-format json` gives a machine a
-//! line it can parse per change (DESIGN §9; issue 19 item 6). Fields, the
+//! line it can parse per change (DESIGN §9). Fields, the
 //! same as a fenced write refusal's (`store/fence_log.rs`):
 //!
 //! | field | value |

@@ -128,7 +128,7 @@ pub fn backlog_after(start: i64, arrival_per_s: i64, success_per_s: i64, seconds
 mod tests {
     use super::*;
 
-    /// The scenario of issue 19: 600 arrivals/s against 400 successes/s
+    /// The seed's backlog scenario: 600 arrivals/s against 400 successes/s
     /// for 20 minutes leave (600 − 400) × 1,200 = 240,000 waiting; raising
     /// successes to 800/s drains them at a net 200/s in 1,200 s.
     #[test]

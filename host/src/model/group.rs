@@ -310,7 +310,7 @@ fn mib(bytes: i64) -> String {
 mod tests {
     use super::*;
 
-    /// The logistics group of issue 16: 50 calls/s × 2 s = 100 in flight,
+    /// The seed's logistics group: 50 calls/s × 2 s = 100 in flight,
     /// 60 reserved connections, 720 MiB / 18 MiB = 40.
     fn logistics() -> ResourceGroup {
         ResourceGroup {

@@ -1,5 +1,5 @@
 //! Who may do what: API tokens' roles, what each role may do, and to which
-//! tenant's data (issue 18). Pure: the store keeps tokens (hashed), the
+//! tenant's data. Pure: the store keeps tokens (hashed), the
 //! callers ask [`authorize`] before they act and scope their queries by the
 //! [`TenantScope`] it returns.
 //!

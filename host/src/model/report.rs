@@ -420,7 +420,7 @@ mod tests {
         }
     }
 
-    /// Issue 19's incident: 86 affected = 50 completed by the new token +
+    /// The seed's incident: 86 affected = 50 completed by the new token +
     /// 18 stale writes refused + 12 unknown (8 succeeded, 3 failed → retried,
     /// 1 still unknown) + 6 params conflicts; 7 to people; auto-closure
     /// (50 + 18 + 8 + 3) / 86 = 91.86%.
@@ -490,7 +490,7 @@ mod tests {
         assert_eq!(Incident::of(&[]).auto_closure_pct(), None);
     }
 
-    /// Issue 19's cost: 100 correct results, 8 duplicate attempts absorbed
+    /// The seed's cost: 100 correct results, 8 duplicate attempts absorbed
     /// by idempotency (their effects replayed: 100 calls, not 108), and
     /// unit prices: 0.018 + 0.006 + 0.020 + 0.004 + 0.002 = 0.050 per
     /// correct result.

@@ -1,4 +1,4 @@
-//! A person's retry-now (issue 18 item 5). A failed trigger is final — the
+//! A person's retry-now. A failed trigger is final — the
 //! state machine never rewrites one (`completed_triggers_are_never_rewritten`)
 //! — so retrying it is a new fact: a new manual trigger of the same plan
 //! version with the same params, whose request key (`retry-of-ID`) makes

@@ -1,4 +1,4 @@
-//! Reads scoped by tenant, page by page (the HTTP API, issue 18). A team
+//! Reads scoped by tenant, page by page (the HTTP API). A team
 //! token's [`TenantScope::Only`] goes into each statement's `WHERE`, so a
 //! foreign tenant's row is never read, not read and then dropped; every
 //! other caller passes [`TenantScope::Every`]. A row another tenant owns is

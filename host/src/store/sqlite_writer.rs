@@ -58,7 +58,7 @@ pub(crate) const CONNECTION_PRAGMAS: &str = "PRAGMA journal_mode = WAL; \
 /// attempts' `INSERT`, a group commit's) so it can undo that statement
 /// alone. Past 64 KiB of pages it spilled to a temporary file, written
 /// with a system call per page: a claim whose rows lay in four places —
-/// four tenants' queues — paid that on every batch (issue 16). The writer
+/// four tenants' queues — paid that on every batch. The writer
 /// sorts only bounded sets, so its temporary data stays small.
 const WRITER_PRAGMAS: &str = "PRAGMA temp_store = MEMORY;";
 

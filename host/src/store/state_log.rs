@@ -2,7 +2,7 @@
 //! person's or the scanner's behalf — creation, approval, cancel, pause,
 //! resume, retry-now — one line per trigger, so that `paddock serve
 //! --log-format json` (and any CLI command with it) gives a machine one
-//! line it can parse per change (issue 19 item 6). The runner logs the
+//! line it can parse per change. The runner logs the
 //! changes it makes itself (`lease/log.rs`), and a refused fenced write
 //! has its own line (`fence_log.rs`); the field names are theirs:
 //!

@@ -128,7 +128,7 @@ pub(super) fn choose_batch(retries: &[i64], fresh: &[i64], limit: usize, share: 
 /// SQLite opens a cursor on the table and on each of its indexes per
 /// statement, so a statement per row paid that once per job. (Returning
 /// the claimed rows from it — `RETURNING`, in place of [`CLAIMABLES`] —
-/// made a one-tenant claim ~8% slower: tried and dropped, issue 16.)
+/// made a one-tenant claim ~8% slower: tried and dropped.)
 pub(in crate::store) const CLAIM_ROW: &str = concat!(
     "UPDATE triggers SET state = ",
     trigger_state!(running),

@@ -3,7 +3,7 @@
 //! successes per (group, tenant) for `paddock status` (`success_counts`,
 //! migration 0024); reading the two columns again by id, one `json_each`
 //! join per commit, was ~5% of SQLite's store calls with quotas on or off
-//! (issue 16, docs/architecture.md "Stop 36") — and returning them from
+//! (`docs/performance.md`, 2026-12-05) — and returning them from
 //! each fenced `UPDATE` cost more than that join.
 //!
 //! The record is the store's own: written by the claim from the rows it
