@@ -53,6 +53,39 @@ mod sqlite {
             .unwrap()
     }
 
+    /// The indexes on `triggers` a rebuild must re-create: those 0018 made
+    /// again, then 0022's and 0030's.
+    const REBUILT: [&str; 9] = [
+        "triggers_job",
+        "triggers_pending",
+        "triggers_recovery",
+        "triggers_manual",
+        "triggers_running",
+        "triggers_parked",
+        "triggers_paused",
+        "triggers_request",
+        "triggers_backfill_waiting",
+    ];
+
+    /// The names of the indexes on `triggers`, each of `expected` among
+    /// them.
+    async fn trigger_indexes(store: &Store, expected: &[&str]) -> Vec<(String,)> {
+        let indexes: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'triggers' \
+             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        for index in expected {
+            assert!(
+                indexes.iter().any(|(name,)| name == index),
+                "{index} is re-created: {indexes:?}"
+            );
+        }
+        indexes
+    }
+
     /// The rows a user of 0007 has: three triggers, and a fourth deleted, so
     /// the AUTOINCREMENT sequence is ahead of the largest id.
     const SEED: &str = "
@@ -107,29 +140,9 @@ mod sqlite {
                 .contains("CHECK constraint failed"),
             "{unknown_state}"
         );
-        let indexes: Vec<(String,)> = sqlx::query_as(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'triggers' \
-             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
-        )
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
         // Every index made since 0008, re-created by 0018's rebuild (but
         // `triggers_succeeded`, which 0024 replaced with `success_counts`).
-        for index in [
-            "triggers_job",
-            "triggers_pending",
-            "triggers_recovery",
-            "triggers_manual",
-            "triggers_running",
-            "triggers_parked",
-            "triggers_paused",
-        ] {
-            assert!(
-                indexes.iter().any(|(name,)| name == index),
-                "{index} is re-created: {indexes:?}"
-            );
-        }
+        let indexes = trigger_indexes(&store, &REBUILT[..7]).await;
         assert!(
             !indexes.iter().any(|(name,)| name == "triggers_succeeded"),
             "0024 dropped triggers_succeeded: {indexes:?}"
@@ -236,28 +249,6 @@ mod sqlite {
         .await
         .expect_err("a trigger's plan is its own tenant's");
         assert!(orphan.to_string().contains("FOREIGN KEY"), "{orphan}");
-        let indexes: Vec<(String,)> = sqlx::query_as(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'triggers' \
-             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
-        )
-        .fetch_all(pool)
-        .await
-        .unwrap();
-        for index in [
-            "triggers_job",
-            "triggers_pending",
-            "triggers_recovery",
-            "triggers_manual",
-            "triggers_running",
-            "triggers_parked",
-            "triggers_paused",
-            "triggers_request",
-            "triggers_backfill_waiting",
-        ] {
-            assert!(
-                indexes.iter().any(|(name,)| name == index),
-                "{index} is re-created: {indexes:?}"
-            );
-        }
+        trigger_indexes(&store, &REBUILT).await;
     }
 }
