@@ -1,15 +1,16 @@
-//! Takeovers with real processes: every overlap policy holds through a
-//! SIGKILL of the holder (both databases), and — bound to the holder's
-//! database session, PostgreSQL only (SQLite has no sessions; those tests
-//! say so by their module) — a holder whose process is gone is taken over
+//! Takeovers with real processes, on both databases: every overlap policy
+//! holds through a SIGKILL of the holder, and — liveness bound to the
+//! holder's process (a database session's advisory lock on PostgreSQL, a
+//! file lock on SQLite) — a holder whose process is gone is taken over
 //! while its lease still runs, and one that is only stopped keeps its
-//! session, its lock and its leases, and goes on when it continues.
+//! lock and its leases, and goes on when it continues.
 
 use crate::ledger::{Ledger, put_gate};
 use crate::procs::{Proc, eventually, eventually_or};
 use crate::{Db, TestHost};
-use paddock::store::NewTrigger;
+use paddock::model::LeaseRef;
 use paddock::store::prelude::*;
+use paddock::store::{ClaimRequest, NewTrigger, StoreError};
 use serde_json::json;
 use std::time::Duration;
 
@@ -156,173 +157,175 @@ async fn replace_never_runs_two_at_once_through_a_killed_holder(db: Db) {
     no_two_runs_at_once_through_kills(db, "replace").await;
 }
 
-mod postgres {
-    use super::*;
-    use paddock::model::LeaseRef;
-    use paddock::store::{ClaimRequest, StoreError};
+/// Lease 30 s, heartbeat 7.5 s, poll 100 ms.
+const FLAGS: [&str; 8] = [
+    "--lease",
+    "30s",
+    "--heartbeat",
+    "7500ms",
+    "--poll",
+    "100ms",
+    "--concurrency",
+    "2",
+];
 
-    /// Lease 30 s, heartbeat 7.5 s, poll 100 ms.
-    const FLAGS: [&str; 8] = [
-        "--lease",
-        "30s",
-        "--heartbeat",
-        "7500ms",
-        "--poll",
-        "100ms",
-        "--concurrency",
-        "2",
-    ];
-
-    /// A host with job `long` (the gated guest, waiting at its gate after
-    /// one step) and one trigger of it, its gate held.
-    async fn gated_trigger() -> (TestHost, Ledger, i64) {
-        let host = TestHost::new(Db::Postgres).await;
-        let ledger = Ledger::start().await;
-        put_gate(&host.store, &ledger).await;
-        host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(300))
-            .await;
-        host.job(
-            "long",
-            "gated",
-            "resource_group = \"slow\"\nconnectors = [\"gate\"]\n[params]\nsteps = 2\ngate_at = 1",
-        )
+/// A host with job `long` (the gated guest, waiting at its gate after
+/// one step) and one trigger of it, its gate held.
+async fn gated_trigger(db: Db) -> (TestHost, Ledger, i64) {
+    let host = TestHost::new(db).await;
+    let ledger = Ledger::start().await;
+    put_gate(&host.store, &ledger).await;
+    host.group("slow", i64::MAX, 64 << 20, Duration::from_secs(300))
         .await;
-        let t = host.trigger("long", json!({})).await;
-        ledger.hold_gate(t.id, 1).await;
-        (host, ledger, t.id)
-    }
+    host.job(
+        "long",
+        "gated",
+        "resource_group = \"slow\"\nconnectors = [\"gate\"]\n[params]\nsteps = 2\ngate_at = 1",
+    )
+    .await;
+    let t = host.trigger("long", json!({})).await;
+    ledger.hold_gate(t.id, 1).await;
+    (host, ledger, t.id)
+}
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_killed_holders_trigger_is_taken_over_while_its_lease_still_runs() {
-        let (host, ledger, id) = gated_trigger().await;
-        let mut a = Proc::serve("A", &host.url, host.dir.path(), &FLAGS);
-        ledger.at_gate(id, 1).await;
-        let b = Proc::serve("B", &host.url, host.dir.path(), &FLAGS);
-        let held = host.store.trigger_get(id).await.unwrap();
-        assert_eq!(held.lease_owner.as_deref(), Some("A"));
-        a.kill();
-        let killed_at = host.store.now_ms().await.unwrap();
-        let lease_end = held.lease_until.unwrap();
-        let started = eventually(Duration::from_secs(60), "B takes over", || async {
-            let attempts = host.store.attempts_for(id).await.unwrap();
-            attempts
-                .iter()
-                .find(|a| a.runner_id == "B")
-                .map(|b| b.started_at)
-        })
-        .await;
-        println!(
-            "takeover after SIGKILL: {} ms (lease 30 s; A's lease ran until {} ms after the kill)",
-            started - killed_at,
-            lease_end - killed_at
-        );
-        assert!(
-            started < lease_end,
-            "B started at {started}, A's lease ran until {lease_end}: taken over on its session, not its lease"
-        );
-        // B's attempt has a gate of its own, open.
-        let done = eventually(Duration::from_secs(60), "B finishes", || async {
-            let t = host.store.trigger_get(id).await.unwrap();
-            (t.state == "succeeded").then_some(t)
-        })
-        .await;
-        assert_eq!((done.attempts, done.fencing_token), (2, 2));
-        drop(b);
-        ledger.stop().await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_stopped_holder_keeps_its_leases_and_goes_on_when_continued() {
-        let (host, ledger, id) = gated_trigger().await;
-        let a = Proc::serve("A", &host.url, host.dir.path(), &FLAGS);
-        ledger.at_gate(id, 1).await;
-        a.signal("STOP");
-        // While A is stopped its session is alive: a sweep sets nothing
-        // free, however often it runs.
-        for _ in 0..3 {
-            let freed = host.store.expire_dead_holders("sweeper").await.unwrap();
-            assert_eq!(freed, Vec::<i64>::new(), "A is stopped, not gone");
-        }
+db_test!(
+    a_killed_holders_trigger_is_taken_over_while_its_lease_still_runs,
+    workers = 2
+);
+async fn a_killed_holders_trigger_is_taken_over_while_its_lease_still_runs(db: Db) {
+    let (host, ledger, id) = gated_trigger(db).await;
+    let mut a = Proc::serve("A", &host.url, host.dir.path(), &FLAGS);
+    ledger.at_gate(id, 1).await;
+    let b = Proc::serve("B", &host.url, host.dir.path(), &FLAGS);
+    let held = host.store.trigger_get(id).await.unwrap();
+    assert_eq!(held.lease_owner.as_deref(), Some("A"));
+    a.kill();
+    let killed_at = host.store.now_ms().await.unwrap();
+    let lease_end = held.lease_until.unwrap();
+    let started = eventually(Duration::from_secs(60), "B takes over", || async {
+        let attempts = host.store.attempts_for(id).await.unwrap();
+        attempts
+            .iter()
+            .find(|a| a.runner_id == "B")
+            .map(|b| b.started_at)
+    })
+    .await;
+    println!(
+        "takeover after SIGKILL: {} ms (lease 30 s; A's lease ran until {} ms after the kill)",
+        started - killed_at,
+        lease_end - killed_at
+    );
+    assert!(
+        started < lease_end,
+        "B started at {started}, A's lease ran until {lease_end}: taken over on its session, not its lease"
+    );
+    // B's attempt has a gate of its own, open.
+    let done = eventually(Duration::from_secs(60), "B finishes", || async {
         let t = host.store.trigger_get(id).await.unwrap();
-        assert_eq!((t.lease_owner.as_deref(), t.fencing_token), (Some("A"), 1));
-        a.signal("CONT");
-        ledger.open_gate(id, 1).await;
-        let done = eventually(Duration::from_secs(60), "A finishes", || async {
-            let t = host.store.trigger_get(id).await.unwrap();
-            (t.state == "succeeded").then_some(t)
-        })
-        .await;
-        assert_eq!(
-            (done.attempts, done.fencing_token),
-            (1, 1),
-            "A went on unharmed"
-        );
-        ledger.stop().await;
-    }
+        (t.state == "succeeded").then_some(t)
+    })
+    .await;
+    assert_eq!((done.attempts, done.fencing_token), (2, 2));
+    drop(b);
+    ledger.stop().await;
+}
 
-    /// The rule itself, in one process: a lease whose owner's session is
-    /// held is never ended early; closed, it is ended by the next sweep,
-    /// and the stale holder's writes are refused as after any takeover.
-    #[tokio::test]
-    async fn a_lease_ends_early_only_when_its_owners_session_is_gone() {
-        let host = TestHost::new(Db::Postgres).await;
-        host.job("solo", "noop", "").await;
-        let t = host.trigger("solo", json!({})).await;
-        let owner = host
-            .store
-            .liveness_hold("A")
+db_test!(
+    a_stopped_holder_keeps_its_leases_and_goes_on_when_continued,
+    workers = 2
+);
+async fn a_stopped_holder_keeps_its_leases_and_goes_on_when_continued(db: Db) {
+    let (host, ledger, id) = gated_trigger(db).await;
+    let a = Proc::serve("A", &host.url, host.dir.path(), &FLAGS);
+    ledger.at_gate(id, 1).await;
+    // Stopped outside a transaction: on SQLite a stopped writer would keep
+    // the one write lock.
+    a.stop_outside_a_transaction(&host.store, &[id]).await;
+    // While A is stopped its session is alive: a sweep sets nothing
+    // free, however often it runs.
+    for _ in 0..3 {
+        let freed = host.store.expire_dead_holders("sweeper").await.unwrap();
+        assert_eq!(freed, Vec::<i64>::new(), "A is stopped, not gone");
+    }
+    let t = host.store.trigger_get(id).await.unwrap();
+    assert_eq!((t.lease_owner.as_deref(), t.fencing_token), (Some("A"), 1));
+    a.signal("CONT");
+    ledger.open_gate(id, 1).await;
+    let done = eventually(Duration::from_secs(60), "A finishes", || async {
+        let t = host.store.trigger_get(id).await.unwrap();
+        (t.state == "succeeded").then_some(t)
+    })
+    .await;
+    assert_eq!(
+        (done.attempts, done.fencing_token),
+        (1, 1),
+        "A went on unharmed"
+    );
+    ledger.stop().await;
+}
+
+db_test!(a_lease_ends_early_only_when_its_owners_lock_is_gone);
+/// The rule itself, in one process: a lease whose owner's lock (session
+/// or file) is held is never ended early; let go, it is ended by the next
+/// sweep, and the stale holder's writes are refused as after any takeover.
+async fn a_lease_ends_early_only_when_its_owners_lock_is_gone(db: Db) {
+    let host = TestHost::new(db).await;
+    host.job("solo", "noop", "").await;
+    let t = host.trigger("solo", json!({})).await;
+    let owner = host
+        .store
+        .liveness_hold("A")
+        .await
+        .unwrap()
+        .expect("a session");
+    let claims = host
+        .store
+        .claim(&ClaimRequest {
+            owner: "A",
+            lease_ms: 3_600_000,
+            limit: 1,
+            retry_slots: 0,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let lease: LeaseRef = claims[0].lease("A");
+    assert_eq!(lease.trigger_id, t.id);
+    assert!(
+        host.store
+            .expire_dead_holders("B")
             .await
             .unwrap()
-            .expect("a session");
-        let claims = host
-            .store
-            .claim(&ClaimRequest {
-                owner: "A",
-                lease_ms: 3_600_000,
-                limit: 1,
-                retry_slots: 0,
-                now: None,
-            })
-            .await
-            .unwrap();
-        let lease: LeaseRef = claims[0].lease("A");
-        assert_eq!(lease.trigger_id, t.id);
-        assert!(
-            host.store
-                .expire_dead_holders("B")
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        // A second hold of the same name while A's session lives is not
-        // granted (that session covers the name).
-        assert!(host.store.liveness_hold("A").await.unwrap().is_none());
-        // A's process is gone: its session closes.
-        drop(owner);
-        let freed = eventually(Duration::from_secs(30), "A's session to end", || async {
-            let freed = host.store.expire_dead_holders("B").await.unwrap();
-            (!freed.is_empty()).then_some(freed)
+            .is_empty()
+    );
+    // A second hold of the same name while A's session lives is not
+    // granted (that session covers the name).
+    assert!(host.store.liveness_hold("A").await.unwrap().is_none());
+    // A's process is gone: its session closes.
+    drop(owner);
+    let freed = eventually(Duration::from_secs(30), "A's session to end", || async {
+        let freed = host.store.expire_dead_holders("B").await.unwrap();
+        (!freed.is_empty()).then_some(freed)
+    })
+    .await;
+    assert_eq!(freed, vec![t.id]);
+    // B's claim takes the trigger over with the next token.
+    let taken = host
+        .store
+        .claim(&ClaimRequest {
+            owner: "B",
+            lease_ms: 60_000,
+            limit: 1,
+            retry_slots: 0,
+            now: None,
         })
-        .await;
-        assert_eq!(freed, vec![t.id]);
-        // B's claim takes the trigger over with the next token.
-        let taken = host
-            .store
-            .claim(&ClaimRequest {
-                owner: "B",
-                lease_ms: 60_000,
-                limit: 1,
-                retry_slots: 0,
-                now: None,
-            })
-            .await
-            .unwrap();
-        assert_eq!(taken[0].fencing_token.get(), 2);
-        let refused = host
-            .store
-            .checkpoint_save(&lease, b"stale")
-            .await
-            .unwrap_err();
-        assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
-    }
+        .await
+        .unwrap();
+    assert_eq!(taken[0].fencing_token.get(), 2);
+    let refused = host
+        .store
+        .checkpoint_save(&lease, b"stale")
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
 }
