@@ -32,16 +32,19 @@ async fn fire(host: &TestHost, at: i64, gate: &str) -> (i64, String) {
 
 /// The attempts of job `solo` that ran its guest — those that reached its
 /// gate, whose effect the gateway recorded under the attempt — as
-/// (trigger, start, end) on the database clock: never two at once is what
-/// every policy promises. (An attempt refused by the rule, or whose
-/// holder died before the rule answered, never ran the guest.)
+/// (trigger, the guest's first effect, the attempt's end) on the database
+/// clock: never two at once is what every policy promises. (An attempt
+/// refused by the rule, or whose holder died before the rule answered,
+/// never ran the guest; one claimed while another ran may start its guest
+/// only once the rule admits it.)
 async fn runs(host: &TestHost) -> Vec<(i64, i64, i64)> {
     sqlx::query_as(host.store.sql(
-        "SELECT a.trigger_id, a.started_at, a.ended_at FROM attempts a \
+        "SELECT a.trigger_id, (SELECT min(e.created_at) FROM effects e WHERE e.attempt_id = a.id), \
+             a.ended_at FROM attempts a \
          JOIN triggers t ON t.id = a.trigger_id \
          WHERE t.job_id = 'solo' AND a.ended_at IS NOT NULL \
            AND EXISTS (SELECT 1 FROM effects e WHERE e.attempt_id = a.id) \
-         ORDER BY a.started_at",
+         ORDER BY 2",
     ))
     .fetch_all(host.store.pool())
     .await

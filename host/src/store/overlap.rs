@@ -15,7 +15,9 @@
 //! - any other attempt — a new fire, a retry, a resumed trigger, a takeover
 //!   of a run that never got as far as admission (the claim of a queued
 //!   trigger clears the token) — is admitted only if fewer than
-//!   `max_in_flight` other runs of its job are in flight.
+//!   `max_in_flight` other runs of its job are in flight, an older
+//!   scheduled fire still to be judged counting as one (so of two fires
+//!   claimed together the older runs, whichever is judged first).
 //!
 //! The count and the admission are one fenced `UPDATE` (a runner whose
 //! token is stale admits nothing). SQLite runs it under its one write
@@ -41,23 +43,39 @@ pub enum Admission {
     Full(Vec<i64>),
 }
 
+/// Whether `o` counts against `m`'s admission: another `running` trigger
+/// of the same job that is admitted — or an older scheduled fire that is
+/// still to be judged, so that of two fires claimed together the older is
+/// the one that runs (a newer one never holds an older back, so the two
+/// never wait for each other).
+macro_rules! counts_against {
+    () => {
+        concat!(
+            "o.tenant = m.tenant AND o.job_id = m.job_id AND o.id <> m.id AND o.state = ",
+            crate::trigger_state!(running),
+            " AND (o.overlap_token IS NOT NULL OR (o.origin = 'schedule' \
+               AND (o.scheduled_at < m.scheduled_at \
+                    OR (o.scheduled_at = m.scheduled_at AND o.id < m.id))))"
+        )
+    };
+}
+
 /// Admit trigger `?1` at token `?2` if it was admitted before in this run
-/// or fewer than `?3` other runs of its job are in flight.
+/// or fewer than `?3` runs count against it.
 const ADMIT: &str = concat!(
     "UPDATE triggers SET overlap_token = fencing_token WHERE ",
     lease_fence!("triggers", id = "?1", token = "?2"),
-    " AND (overlap_token IS NOT NULL OR (SELECT count(*) FROM triggers o \
-       WHERE o.tenant = triggers.tenant AND o.job_id = triggers.job_id AND o.state = ",
-    trigger_state!(running),
-    " AND o.overlap_token IS NOT NULL AND o.id <> triggers.id) < ?3)"
+    " AND (overlap_token IS NOT NULL OR (SELECT count(*) FROM triggers o, triggers m \
+       WHERE m.id = triggers.id AND ",
+    counts_against!(),
+    ") < ?3)"
 );
 
-/// The runs of trigger `?1`'s job in flight, but its own, oldest first.
+/// The runs that count against trigger `?1`, oldest first.
 const IN_FLIGHT: &str = concat!(
-    "SELECT o.id FROM triggers o, triggers m WHERE m.id = ?1 AND o.tenant = m.tenant \
-     AND o.job_id = m.job_id AND o.state = ",
-    trigger_state!(running),
-    " AND o.overlap_token IS NOT NULL AND o.id <> m.id ORDER BY o.scheduled_at, o.id"
+    "SELECT o.id FROM triggers o, triggers m WHERE m.id = ?1 AND ",
+    counts_against!(),
+    " ORDER BY o.scheduled_at, o.id"
 );
 
 /// PostgreSQL: judge one job's attempts one at a time (the lock is keyed
