@@ -171,3 +171,18 @@ async fn max_in_flight_counts_every_admitted_run_of_the_job(db: Db) {
     // Judged again, an admitted run stays admitted; the count is not of it.
     assert_eq!(admit(&host, &leases[1], 2).await, Admission::Admitted);
 }
+
+db_test!(of_two_fires_claimed_together_the_older_runs_whichever_is_judged_first);
+async fn of_two_fires_claimed_together_the_older_runs_whichever_is_judged_first(db: Db) {
+    let (host, ids, now) = solo(db, "forbid", 1, 2).await;
+    let (old, new) = (ids[0], ids[1]);
+    let both = claim(&host, "A", now, 2).await;
+    let (old_lease, new_lease) = (lease_of(&both, old, "A"), lease_of(&both, new, "A"));
+    // The newer is judged first: the older, still to be judged, holds it.
+    assert_eq!(
+        admit(&host, &new_lease, 1).await,
+        Admission::Full(vec![old])
+    );
+    // The older never waits for the newer.
+    assert_eq!(admit(&host, &old_lease, 1).await, Admission::Admitted);
+}
