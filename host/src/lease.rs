@@ -22,6 +22,7 @@
 //!   breaker is open; a process stops claiming at its own high-water marks
 //!   ([`high_water`]).
 
+pub mod clock;
 pub mod drain;
 pub mod governor;
 pub mod group_commit;
@@ -33,6 +34,7 @@ pub mod metrics;
 pub mod runner;
 mod services;
 
+pub use clock::{ManualClock, ProcessClock};
 pub use drain::{DrainReport, Unfinished};
 pub use heartbeat::Heartbeats;
 pub use metrics::LeaseMetrics;

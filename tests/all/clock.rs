@@ -1,10 +1,25 @@
-//! Every instant Paddock writes is the database's: a `paddock serve` whose
-//! process clock runs two hours ahead (libfaketime, installed by
-//! `scripts/test-tools.sh`) leases, runs, heartbeats, fires a schedule and
-//! moves watermarks, and not one instant it wrote is on its own clock.
+//! Every instant Paddock writes is the database's, proved two ways on
+//! PostgreSQL:
+//!
+//! - a `paddock serve` whose process clock runs two hours ahead
+//!   (libfaketime, installed by `scripts/test-tools.sh`) leases, runs,
+//!   heartbeats, fires a schedule and moves watermarks, and not one instant
+//!   it wrote is on its own clock;
+//! - the seed's lease scenario at its own numbers (lease 60 s, a heartbeat
+//!   every 15 s, the gate after 2 missed heartbeats) on a database clock
+//!   the test sets: every statement reads `clock_timestamp()`, and the
+//!   test's schema puts a function of that name before `pg_catalog` on the
+//!   search path, so the database's "now" is a row the test moves. Each
+//!   runner's heartbeats are paced by a [`ManualClock`] the test moves with
+//!   it, so a minute of lease takes no minute of waiting.
+//!
 //! PostgreSQL only, and named so: SQLite's clock is the process's own
 //! (`unixepoch()` is computed in the writing process), so there is no
-//! second clock to tell apart.
+//! second clock to tell apart and none to set apart from the test's own;
+//! SQLite runs the scenario with real processes at a tenth of its times
+//! (`faults::the_seeds_scenario_5_at_a_tenth_of_its_times...`).
+//!
+//! [`ManualClock`]: paddock::lease::ManualClock
 
 mod postgres {
     use crate::procs::{Proc, eventually};
@@ -107,4 +122,6 @@ mod postgres {
             SKEW_MS
         );
     }
+
+    mod scenario_5;
 }

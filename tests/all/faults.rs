@@ -33,19 +33,19 @@ fn flags(concurrency: &'static str) -> [&'static str; 8] {
     ]
 }
 
-async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
+pub(crate) async fn scalar(host: &TestHost, sql: &'static str) -> i64 {
     sqlx::query_scalar(host.store.sql(sql))
         .fetch_one(host.store.pool())
         .await
         .unwrap()
 }
 
-async fn counter(host: &TestHost, name: &str) -> i64 {
+pub(crate) async fn counter(host: &TestHost, name: &str) -> i64 {
     host.store.counter(name).await.unwrap()
 }
 
 /// (seq, data as u32, fencing_token) of a trigger's checkpoint.
-async fn checkpoint(host: &TestHost, trigger_id: i64) -> Option<(i64, u32, i64)> {
+pub(crate) async fn checkpoint(host: &TestHost, trigger_id: i64) -> Option<(i64, u32, i64)> {
     let row: Option<(i64, Vec<u8>, i64)> = sqlx::query_as(
         host.store
             .sql("SELECT seq, data, fencing_token FROM checkpoints WHERE trigger_id = ?"),
@@ -63,12 +63,12 @@ async fn checkpoint(host: &TestHost, trigger_id: i64) -> Option<(i64, u32, i64)>
     })
 }
 
-fn result(t: &paddock::store::TriggerRecord) -> Value {
+pub(crate) fn result(t: &paddock::store::TriggerRecord) -> Value {
     serde_json::from_slice(t.result.as_deref().unwrap_or(b"null")).unwrap()
 }
 
 /// Requests parked at the ledger's hold for `key`.
-async fn held(ledger: &Ledger, key: &str) -> u64 {
+pub(crate) async fn held(ledger: &Ledger, key: &str) -> u64 {
     let key = crate::sent_key(key);
     let holds: Value = reqwest::get(format!("{}/admin/holds", ledger.url))
         .await
@@ -83,6 +83,49 @@ async fn held(ledger: &Ledger, key: &str) -> u64 {
         .find(|h| h["hold_key"] == key)
         .and_then(|h| h["waiting"].as_u64())
         .unwrap_or(0)
+}
+
+/// A trigger of job `release` (5 checkpointed steps, then one effect on
+/// `resource` at the ledger under the key `<resource>/release/v1`) whose
+/// next claim holds token `token`, and the ledger holding the effect sent
+/// under that token until the test releases it.
+pub(crate) async fn held_release(
+    host: &TestHost,
+    ledger: &Ledger,
+    resource: &str,
+    token: i64,
+) -> paddock::store::TriggerRecord {
+    // Long enough that a parked request does not time out while its
+    // sender is stopped.
+    put(
+        &host.store,
+        connector("ledger", ledger, Duration::from_secs(120), true),
+    )
+    .await;
+    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
+        .await;
+    host.job(
+        "release",
+        "effector",
+        "resource_group = \"faults\"\nconnectors = [\"ledger\"]\n\
+         [retry]\nmax_attempts = 5\nbackoff = \"100ms\"\njitter = false",
+    )
+    .await;
+    let key = format!("{resource}/release/v1");
+    let mut params = effect("ledger", resource, "release", &key, 10);
+    params["steps"] = json!(5);
+    let t = host.trigger("release", params).await;
+    sqlx::query(
+        host.store
+            .sql("UPDATE triggers SET fencing_token = ? WHERE id = ?"),
+    )
+    .bind(token - 1)
+    .bind(t.id)
+    .execute(host.store.pool())
+    .await
+    .unwrap();
+    ledger.hold(&key, token).await;
+    t
 }
 
 fn logs(procs: &[&Proc]) -> String {
@@ -152,35 +195,8 @@ async fn the_seeds_scenario_5_at_a_tenth_of_its_times_refuses_the_paused_runner_
 async fn stale_writer(db: Db, a_flags: &[&str], b_flags: &[&str]) {
     let host = TestHost::new(db).await;
     let ledger = Ledger::start().await;
-    // Long enough that A's parked request does not time out while A sleeps.
-    put(
-        &host.store,
-        connector("ledger", &ledger, Duration::from_secs(120), true),
-    )
-    .await;
-    host.group("faults", i64::MAX, 64 << 20, Duration::from_secs(120))
-        .await;
-    host.job(
-        "release",
-        "effector",
-        "resource_group = \"faults\"\nconnectors = [\"ledger\"]\n\
-         [retry]\nmax_attempts = 5\nbackoff = \"100ms\"\njitter = false",
-    )
-    .await;
     let key = "RES-77/release/v1";
-    let mut params = effect("ledger", "RES-77", "release", key, 10);
-    params["steps"] = json!(5);
-    let t = host.trigger("release", params).await;
-    // Bring the trigger to token 76 so A's claim holds 77.
-    sqlx::query(
-        host.store
-            .sql("UPDATE triggers SET fencing_token = 76 WHERE id = ?"),
-    )
-    .bind(t.id)
-    .execute(host.store.pool())
-    .await
-    .unwrap();
-    ledger.hold(key, 77).await;
+    let t = held_release(&host, &ledger, "RES-77", 77).await;
 
     // One slot, which A's parked attempt keeps: A cannot claim the trigger
     // a second time itself. (Stopping A while it holds a lock, as

@@ -35,6 +35,7 @@ const EXPORTED: &[(&str, &str)] = &[
     ("paddock_triggers_started_total", "counter"),
     ("paddock_retry_amplification", "gauge"),
     ("paddock_lease_renewal_seconds", "histogram"),
+    ("paddock_missed_heartbeats_total", "counter"),
     ("paddock_lease_conflicts_total", "counter"),
     ("paddock_lost_lease_stop_seconds", "histogram"),
     ("paddock_claims_refused_total", "counter"),

@@ -31,6 +31,7 @@
 //! as `lease_lost` with the reason.
 
 use super::RunnerConfig;
+use super::clock::ProcessClock;
 use super::metrics::LeaseMetrics;
 use crate::model::LeaseRef;
 use crate::sandbox::{StopReason, StopSignal};
@@ -81,15 +82,18 @@ struct Table {
     keeper: OnceLock<()>,
     /// Renewal latency and leases given up, for `/metrics`.
     metrics: LeaseMetrics,
+    /// What paces the renewals (see [`ProcessClock`]).
+    clock: ProcessClock,
 }
 
 impl Table {
-    fn new() -> Arc<Self> {
+    fn new(clock: ProcessClock) -> Arc<Self> {
         Arc::new(Self {
             attempts: Mutex::default(),
             tick_ms: AtomicU64::new(MAX_TICK.as_millis() as u64),
             keeper: OnceLock::new(),
             metrics: LeaseMetrics::default(),
+            clock,
         })
     }
 }
@@ -111,10 +115,16 @@ impl Heartbeats {
     /// Heartbeats on the heartbeat runtime, renewing through `store` (the
     /// runner's own pool).
     pub fn on(store: Arc<dyn RunnerStore>) -> Self {
+        Self::on_clock(store, ProcessClock::Monotonic)
+    }
+
+    /// [`Heartbeats::on`], paced by `clock` instead of the process's
+    /// monotonic clock.
+    pub fn on_clock(store: Arc<dyn RunnerStore>, clock: ProcessClock) -> Self {
         Self {
             runtime: runtime(),
             store,
-            table: Table::new(),
+            table: Table::new(clock),
         }
     }
 
@@ -131,7 +141,7 @@ impl Heartbeats {
         Ok(Self {
             runtime: rt,
             store: Arc::new(store),
-            table: Table::new(),
+            table: Table::new(ProcessClock::Monotonic),
         })
     }
 
@@ -163,7 +173,7 @@ impl Heartbeats {
                 every,
                 lease_ms: config.lease.as_millis() as i64,
                 max_missed: config.max_missed_heartbeats,
-                due: Instant::now() + every,
+                due: self.table.clock.now() + every,
                 missed: 0,
                 renewing: false,
             },
@@ -214,7 +224,7 @@ async fn keep(table: Weak<Table>, store: Arc<dyn RunnerStore>, runtime: Handle) 
         let Some(strong) = table.upgrade() else {
             return;
         };
-        let now = Instant::now();
+        let now = strong.clock.now();
         let mut attempts = strong.attempts.lock().expect("heartbeat table");
         for kept in attempts.values_mut() {
             if kept.renewing || kept.due > now {
@@ -254,7 +264,7 @@ async fn renew(
         return;
     };
     kept.renewing = false;
-    kept.due = Instant::now() + every;
+    kept.due = table.clock.now() + every;
     let trigger_id = lease.trigger_id;
     match renewed {
         Ok(Ok(renewal)) => {
@@ -286,10 +296,12 @@ async fn renew(
         }
         Ok(Err(e)) => {
             kept.missed += 1;
+            table.metrics.heartbeat_missed();
             tracing::warn!(trigger_id, missed = kept.missed, error = %crate::model::text::Esc(&e), "heartbeat failed");
         }
         Err(_) => {
             kept.missed += 1;
+            table.metrics.heartbeat_missed();
             tracing::warn!(trigger_id, missed = kept.missed, "heartbeat timed out");
         }
     }

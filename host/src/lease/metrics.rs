@@ -121,6 +121,9 @@ pub struct LeaseMetrics {
     pub jobs: JobTable,
     /// Latency of each heartbeat renewal (a fenced write).
     pub renewal: Histogram,
+    /// Renewals that failed or timed out (the lease went unconfirmed for
+    /// one heartbeat period; `max_missed_heartbeats` in a row give it up).
+    pub missed_heartbeats: Counter,
     /// Leases a heartbeat gave up, by why.
     pub lease_conflicts: Family<ConflictLabel, Counter>,
     /// From the commit gate closing (lease lost) to the attempt's end.
@@ -134,6 +137,7 @@ impl Default for LeaseMetrics {
             claims: Family::default(),
             jobs: JobTable::default(),
             renewal: latency_histogram(),
+            missed_heartbeats: Counter::default(),
             lease_conflicts: Family::default(),
             lost_lease_stop: latency_histogram(),
         }
@@ -168,6 +172,11 @@ impl LeaseMetrics {
     /// One renewal's round trip.
     pub fn renewed(&self, took: Duration) {
         self.renewal.observe(took.as_secs_f64());
+    }
+
+    /// A renewal failed or timed out.
+    pub fn heartbeat_missed(&self) {
+        self.missed_heartbeats.inc();
     }
 
     /// A heartbeat gave its lease up (`lost` or `unconfirmed`).

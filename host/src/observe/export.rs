@@ -144,6 +144,11 @@ fn process(registry: &mut Registry, here: &ProcessFigures<'_>) {
         lease.renewal.clone(),
     );
     registry.register(
+        "paddock_missed_heartbeats",
+        help(PROC, "heartbeat renewals that failed or timed out; max_missed_heartbeats in a row give the lease up"),
+        lease.missed_heartbeats.clone(),
+    );
+    registry.register(
         "paddock_lease_conflicts",
         help(PROC, "leases a heartbeat gave up: reason=lost (another token or owner holds the trigger) or unconfirmed (max_missed_heartbeats renewals in a row failed)"),
         lease.lease_conflicts.clone(),
