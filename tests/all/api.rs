@@ -2167,3 +2167,46 @@ async fn every_write_works_through_a_server(db: Db) {
         );
     }
 }
+
+db_test!(a_database_failure_answers_internal_error_with_a_request_id_and_no_driver_text);
+/// A 500 tells the client only that it happened and the id under which
+/// the server logged it: the driver's text (which names tables and values)
+/// stays out of the answer.
+async fn a_database_failure_answers_internal_error_with_a_request_id_and_no_driver_text(db: Db) {
+    let api = start(db).await;
+    sqlx::query(
+        api.host
+            .store
+            .sql("ALTER TABLE exceptions RENAME TO exceptions_elsewhere"),
+    )
+    .execute(api.host.store.pool())
+    .await
+    .unwrap();
+    let response = api
+        .http
+        .get(format!("{}/v1/tickets", api.base))
+        .bearer_auth(&api.tokens["admin"])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 500);
+    let id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let text = response.text().await.unwrap();
+    assert!(
+        !text.contains("exceptions"),
+        "the table's name leaked: {text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"]["code"], "internal", "{body}");
+    assert_eq!(body["error"]["request_id"], id.as_str(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("internal error (request id {id})")),
+        "{body}"
+    );
+}

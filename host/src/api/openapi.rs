@@ -38,6 +38,10 @@ pub fn document() -> Value {
                         "properties": {
                             "code": { "type": "string" },
                             "message": { "type": "string" },
+                            "request_id": {
+                                "type": "string",
+                                "description": "on a 500 only: the id under which the server logged the detail (also the x-request-id header)",
+                            },
                         },
                     } },
                 },
