@@ -5,6 +5,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `state.rs` | the trigger state machine: [`TriggerState`], [`Transition`], [`AttemptOutcome`] |
+//! | `effect_state.rs` | the effect state machine: [`EffectState`], [`EffectTransition`] |
 //! | `attempt.rs` | how an attempt ends: [`RunResult`], [`RunReport`], [`StopReason`], [`decide_end`] |
 //! | `retry.rs` | the retry budget: [`RetryPolicy`], backoff with jitter, budget checks |
 //! | `fencing.rs` | leases and their identities: [`FencingToken`], [`ShardGeneration`], [`LeaseRef`], [`Claim`], [`ShardLease`] |
@@ -34,6 +35,7 @@ pub mod bounds;
 pub mod capability;
 pub mod caps;
 pub mod dburl;
+pub mod effect_state;
 pub mod envelope;
 pub mod fencing;
 pub mod gates;
@@ -60,6 +62,7 @@ pub use attempt::{
     StopReason, TrapKind, decide_end,
 };
 pub use capability::CapabilityManifest;
+pub use effect_state::{EffectState, EffectTransition};
 pub use fencing::{Claim, FencingToken, LeaseRef, ShardGeneration, ShardLease};
 pub use group::ResourceGroup;
 pub use plan::{ApplyOutcome, PlanKey, PlanSpec, canonical_json, plan_key, plan_key_ms, shard_of};

@@ -144,6 +144,7 @@ on_every_database!(
     // The state machine in the database.
     the_database_accepts_every_state_of_the_state_machine,
     the_database_refuses_a_trigger_state_outside_the_state_machine,
+    the_database_holds_an_effect_to_the_effect_state_machine,
     // Conservation.
     conservation_holds_after_a_sequence_of_operations,
 );
@@ -517,7 +518,7 @@ fn new_effect(key: &str) -> NewEffect {
 
 fn outcome(state: &'static str) -> EffectOutcome {
     EffectOutcome {
-        state,
+        state: state.parse().unwrap(),
         response: (state == "succeeded").then(|| b"ok".to_vec()),
         error: (state != "succeeded").then(|| format!("{state} outcome")),
         last_status: Some(200),
@@ -1830,14 +1831,66 @@ async fn the_database_refuses_a_trigger_state_outside_the_state_machine(db: Fixt
     assert_eq!(db.snapshot().await, before);
 }
 
+/// Every state of `EffectState::ALL` is stored; any other is refused by
+/// the CHECK, on update and on insert.
+async fn the_database_holds_an_effect_to_the_effect_state_machine(db: Fixture) {
+    let id = db.trigger().await;
+    let insert = |state: &'static str, key: &'static str| {
+        sqlx::query(db.store.sql(
+            "INSERT INTO effects (tenant, idempotency_key, downstream_key, trigger_id, connector, \
+                 action, params_digest, request_id, fencing_token, state, created_at, updated_at) \
+             SELECT tenant, ?, ?, id, 'ledger', 'RES-1/charge', 'd', 'r', 1, ?, 0, 0 \
+             FROM triggers WHERE id = ?",
+        ))
+        .bind(key)
+        .bind(key)
+        .bind(state)
+        .bind(id)
+        .execute(db.store.pool())
+    };
+    insert("intent", "k").await.unwrap();
+    for state in paddock::model::EffectState::ALL {
+        sqlx::query(
+            db.store
+                .sql("UPDATE effects SET state = ? WHERE idempotency_key = 'k'"),
+        )
+        .bind(state.as_str())
+        .execute(db.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{state} refused: {e}"));
+        let stored = db
+            .store
+            .effect_get(crate::TENANT, "k")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.state, state);
+    }
+    for bogus in ["", "INTENT", "pending", "compensated", "unknown "] {
+        let update = sqlx::query(
+            db.store
+                .sql("UPDATE effects SET state = ? WHERE idempotency_key = 'k'"),
+        )
+        .bind(bogus)
+        .execute(db.store.pool())
+        .await;
+        expect_violation_of(update, bogus, "effects_state_known");
+        expect_violation_of(insert(bogus, "k2").await, bogus, "effects_state_known");
+    }
+}
+
 fn expect_check_violation<T: Debug>(result: Result<T, sqlx::Error>, state: &str) {
+    expect_violation_of(result, state, "triggers_state_known");
+}
+
+fn expect_violation_of<T: Debug>(result: Result<T, sqlx::Error>, state: &str, check: &str) {
     let error = match result {
         Err(sqlx::Error::Database(error)) => error,
         other => panic!("state '{state}' was not refused by the database: {other:?}"),
     };
     assert!(
-        error.is_check_violation() && error.message().contains("triggers_state_known"),
-        "state '{state}': expected the CHECK triggers_state_known, got {error}"
+        error.is_check_violation() && error.message().contains(check),
+        "state '{state}': expected the CHECK {check}, got {error}"
     );
 }
 

@@ -22,7 +22,11 @@ const LAYERS: &[(&str, u32)] = &[
 ];
 
 /// Macros exported at the crate root, by the module that defines them.
-const ROOT_MACROS: &[(&str, &str)] = &[("trigger_state", "model")];
+const ROOT_MACROS: &[(&str, &str)] = &[
+    ("trigger_state", "model"),
+    ("effect_state", "model"),
+    ("effect_states", "model"),
+];
 
 const MAX_FILE_LINES: usize = 800;
 const MAX_FN_LINES: usize = 100;
@@ -58,18 +62,51 @@ fn library_files() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// The text of a file without its `#[cfg(test)]` modules and test files.
+/// The text of a file without its `#[cfg(test)]` modules, or `None` for a
+/// file that is test code: under a `tests/` folder, or declared
+/// `#[cfg(test)] mod name;` by its parent.
 fn production_text(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).unwrap();
-    let rel = path
-        .strip_prefix(src())
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
-    if rel.contains("/tests/") || rel.ends_with("/tests.rs") || rel.ends_with("guards.rs") {
+    let rel = path.strip_prefix(src()).unwrap();
+    if rel.components().any(|c| c.as_os_str() == "tests") || test_only_files().contains(path) {
         return None;
     }
     Some(without_test_modules(&text))
+}
+
+/// Every file a parent declares `#[cfg(test)] mod name;`.
+fn test_only_files() -> &'static std::collections::BTreeSet<PathBuf> {
+    static FILES: std::sync::OnceLock<std::collections::BTreeSet<PathBuf>> =
+        std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        let mut files = Vec::new();
+        rust_files(&src(), &mut files);
+        let mut test_only = std::collections::BTreeSet::new();
+        for parent in files {
+            let text = std::fs::read_to_string(&parent).unwrap();
+            for name in test_module_declarations(&text) {
+                let stem = parent.file_stem().unwrap().to_str().unwrap();
+                let dir = if matches!(stem, "lib" | "main" | "mod") {
+                    parent.parent().unwrap().to_path_buf()
+                } else {
+                    parent.with_extension("")
+                };
+                test_only.insert(dir.join(format!("{name}.rs")));
+            }
+        }
+        test_only
+    })
+}
+
+/// The names of the modules `text` declares `#[cfg(test)] mod name;`.
+fn test_module_declarations(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| w[1].strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
 }
 
 /// `text` without its inline `#[cfg(test)] mod … { … }` blocks (a test
@@ -124,7 +161,10 @@ fn crate_refs(text: &str) -> Vec<String> {
             .collect();
         if let Some((_, owner)) = ROOT_MACROS.iter().find(|(m, _)| *m == name) {
             refs.push(owner.to_string());
-        } else if !name.is_empty() && name != "Store" {
+        } else if name == "Store" {
+            // The store's type, re-exported at the root, is the store plane.
+            refs.push("store".to_string());
+        } else if !name.is_empty() {
             refs.push(name);
         }
         rest = after;
@@ -257,6 +297,62 @@ fn no_production_file_is_over_800_lines_and_no_function_over_100() {
 }
 
 #[test]
+fn a_file_is_left_out_only_when_its_parent_declares_it_test_code() {
+    assert_eq!(
+        test_module_declarations("mod a;\n#[cfg(test)]\nmod guards;\n#[cfg(test)]\nmod tests {\n}"),
+        ["guards"]
+    );
+    let guards = src().join("store/guards.rs");
+    assert!(test_only_files().contains(&guards), "{guards:?}");
+    assert!(
+        production_text(&src().join("store/fence.rs")).is_some(),
+        "a production file whose name ends like a test file's is read"
+    );
+    assert_eq!(crate_refs("use crate::Store;"), ["store"]);
+}
+
+/// Crates that belong to one room of the house: (crate path, the folders
+/// and files of `host/src` that may use it).
+const ROOMS: &[(&str, &[&str])] = &[
+    ("axum", &["api", "api.rs", "observe"]),
+    ("rusqlite", &["store", "store.rs"]),
+    ("sqlx::postgres", &["store", "store.rs"]),
+    ("PgPool", &["store", "store.rs"]),
+    ("PgListener", &["store", "store.rs"]),
+];
+
+#[test]
+fn each_room_s_crates_stay_in_their_room() {
+    let mut strays = Vec::new();
+    for (_, path) in library_files() {
+        let Some(text) = production_text(&path) else {
+            continue;
+        };
+        let rel = path.strip_prefix(src()).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        for (krate, rooms) in ROOMS {
+            if text.contains(krate) && !rooms.contains(&first) {
+                strays.push(format!(
+                    "{} uses {krate} (its room: {rooms:?})",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        strays.is_empty(),
+        "out of their rooms:\n{}",
+        strays.join("\n")
+    );
+}
+
+#[test]
 fn only_inline_test_modules_are_left_out() {
     let text = "fn a() {}\n#[cfg(test)]\nmod tests;\nfn b() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn c() {}\n";
     let kept = without_test_modules(text);
@@ -347,4 +443,51 @@ fn the_date_reader_finds_calendar_dates_only() {
 fn the_story_reader_finds_issues_and_stops_and_nothing_else() {
     let hits = story_references("a (issue 16)\nStop 36: x\nnonstop 3\nan issue of 4\nstop it");
     assert_eq!(hits, vec!["1: a (issue 16)", "2: Stop 36: x"]);
+}
+
+/// The spellings only an effect state has: in SQL (`'intent'`) and in Rust
+/// (`"intent"`). `succeeded` and `failed` are trigger states too, and
+/// `"unknown"` names error classes, so those are left to the type.
+const EFFECT_STATE_SPELLINGS: &[&str] = &[
+    "'intent'",
+    "'unknown'",
+    "'retryable'",
+    "\"intent\"",
+    "\"retryable\"",
+];
+
+/// Where `text` spells an effect state outside `EffectState` and its
+/// macros.
+fn effect_state_literals(text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| EFFECT_STATE_SPELLINGS.iter().any(|s| line.contains(s)))
+        .map(|(i, line)| format!("{}: {}", i + 1, line.trim()))
+        .collect()
+}
+
+#[test]
+fn effect_states_are_spelt_only_by_their_type_and_macros() {
+    let mut found = Vec::new();
+    for (_, path) in library_files() {
+        if path.ends_with("model/effect_state.rs") {
+            continue;
+        }
+        let Some(text) = production_text(&path) else {
+            continue;
+        };
+        for hit in effect_state_literals(&text) {
+            found.push(format!("{}:{hit}", path.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "effect states spelt by hand (use EffectState, effect_state! or effect_states!):\n{}",
+        found.join("\n")
+    );
+    assert_eq!(
+        effect_state_literals("a\nWHERE state = 'retryable'\nstate: \"intent\"\nstate = 'running'"),
+        ["2: WHERE state = 'retryable'", "3: state: \"intent\""],
+        "the reader finds what it looks for"
+    );
 }

@@ -251,4 +251,75 @@ mod sqlite {
         assert!(orphan.to_string().contains("FOREIGN KEY"), "{orphan}");
         trigger_indexes(&store, &REBUILT).await;
     }
+
+    /// A 0037 database's effects: two, one deleted so the sequence is
+    /// ahead of the largest id.
+    const SEED_0037: &str = "
+        INSERT INTO resource_groups (name, fuel_per_attempt, memory_bytes, deadline_ms,
+            max_concurrency, created_at, updated_at) VALUES ('g', 1, 1, 1, 1, 0, 0);
+        INSERT INTO components (digest, size_bytes, bytes, manifest, pushed_by, pushed_at)
+        VALUES ('c', 0, x'', '{}', 'test', 0);
+        INSERT INTO jobs (job_id, tenant, latest_version, created_at, updated_at)
+        VALUES ('nightly', 'acme', 1, 0, 0);
+        INSERT INTO plan_versions (tenant, job_id, version, digest, spec, component_digest,
+            resource_group, created_by, created_at, job_type)
+        VALUES ('acme', 'nightly', 1, 'd', '{}', 'c', 'g', 'test', 0, 'report');
+        INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, resource_group,
+            origin, scheduled_at, state, next_run_at, created_at, updated_at)
+        VALUES (4, 'nightly@1@v1', 'nightly', 1, 'acme', 'g', 'manual', 1, 'succeeded', 1, 1, 1);
+        INSERT INTO effects (id, tenant, idempotency_key, downstream_key, trigger_id, connector,
+            action, params_digest, request_id, fencing_token, state, sends, unknown_at,
+            resolved_by, created_at, updated_at)
+        VALUES (3, 'acme', 'k-3', 'acme/k-3', 4, 'ledger', 'RES-1/charge', 'd', 'r', 2,
+                'succeeded', 2, 7, 'query', 1, 9),
+               (5, 'acme', 'k-5', 'acme/k-5', 4, 'ledger', 'RES-1/charge', 'd', 'r', 2,
+                'unknown', 1, 8, NULL, 1, 9);
+        DELETE FROM effects WHERE id = 5;";
+
+    #[tokio::test]
+    async fn a_0037_database_refuses_an_effect_state_outside_the_machine_and_keeps_every_effect() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = opened_after(dir.path(), 38, SEED_0037).await;
+        let pool = store.pool();
+        let kept: (i64, String, String, i64, Option<i64>, Option<String>) = sqlx::query_as(
+            "SELECT id, idempotency_key, state, sends, unknown_at, resolved_by FROM effects",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            kept,
+            (
+                3,
+                "k-3".into(),
+                "succeeded".into(),
+                2,
+                Some(7),
+                Some("query".into())
+            )
+        );
+        let sequence: (i64,) =
+            sqlx::query_as("SELECT seq FROM sqlite_sequence WHERE name = 'effects'")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        assert_eq!(sequence.0, 5, "a deleted id is never handed out again");
+        let bogus = sqlx::query("UPDATE effects SET state = 'compensated' WHERE id = 3")
+            .execute(pool)
+            .await
+            .expect_err("a state outside the machine is refused");
+        assert!(bogus.to_string().contains("effects_state_known"), "{bogus}");
+        let indexes: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'effects' \
+             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let indexes: Vec<&str> = indexes.iter().map(|(n,)| n.as_str()).collect();
+        assert_eq!(
+            indexes,
+            ["effects_compensates", "effects_state", "effects_trigger"]
+        );
+    }
 }

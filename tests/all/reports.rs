@@ -96,7 +96,7 @@ fn effect(key: &str) -> NewEffect {
 
 fn outcome(state: &'static str, resolved_by: &'static str) -> EffectOutcome {
     EffectOutcome {
-        state,
+        state: state.parse().unwrap(),
         response: None,
         error: (state != "succeeded").then(|| format!("{state} outcome")),
         last_status: None,

@@ -174,6 +174,7 @@ impl Two {
             .unwrap()
             .unwrap()
             .state
+            .to_string()
     }
 
     /// The audit entries about `subject`: actor, action, detail.

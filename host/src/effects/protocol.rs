@@ -31,7 +31,7 @@
 
 use super::classify::{self, Answer, Found, Verdict};
 use crate::model::retry::{RetryPolicy, backoff_ms};
-use crate::model::{LeaseRef, StopReason};
+use crate::model::{EffectState, LeaseRef, StopReason};
 use crate::sandbox::wit::effects::{EffectError, Outcome, Request};
 use crate::store::{ConnectorRecord, EffectOutcome, EffectRecord};
 use std::fmt::Display;
@@ -131,7 +131,7 @@ pub fn compensation_target(
             "'{original}' is itself a compensation; compensations cannot be compensated"
         )));
     }
-    if rec.state != "succeeded" {
+    if rec.state != EffectState::Succeeded {
         return Err(EffectError::Invalid(format!(
             "'{original}' is {}, not succeeded: nothing to compensate yet",
             rec.state
@@ -245,10 +245,10 @@ impl<'r> KeyRecord<'r> {
         if rec.params_digest != presented_digest {
             return KeyRecord::OtherParams(rec);
         }
-        match rec.state.as_str() {
-            "succeeded" | "failed" => KeyRecord::Settled(rec),
-            "intent" | "unknown" => KeyRecord::Unresolved(rec),
-            _ => KeyRecord::Resendable { sends: rec.sends },
+        match rec.state {
+            EffectState::Succeeded | EffectState::Failed => KeyRecord::Settled(rec),
+            EffectState::Intent | EffectState::Unknown => KeyRecord::Unresolved(rec),
+            EffectState::Retryable => KeyRecord::Resendable { sends: rec.sends },
         }
     }
 }
@@ -310,8 +310,8 @@ pub fn next_step<'r>(
 
 /// The recorded outcome of a settled effect, as the guest sees it again.
 pub fn replay(record: &EffectRecord) -> Outcome {
-    match record.state.as_str() {
-        "succeeded" => Outcome::Replayed(record.response.clone().unwrap_or_default()),
+    match record.state {
+        EffectState::Succeeded => Outcome::Replayed(record.response.clone().unwrap_or_default()),
         _ => Outcome::Failed(record.error.clone().unwrap_or_else(|| "failed".into())),
     }
 }
@@ -381,7 +381,7 @@ pub fn on_answer(key: &str, answer: &Answer, verdict: Verdict) -> Answered {
         Answer::Status { status, body, .. } => (Some(*status as i64), Some(body.clone())),
         _ => (None, None),
     };
-    let record = |state: &'static str, error: Option<String>| EffectOutcome {
+    let record = |state: EffectState, error: Option<String>| EffectOutcome {
         state,
         response: body.clone(),
         error,
@@ -392,7 +392,7 @@ pub fn on_answer(key: &str, answer: &Answer, verdict: Verdict) -> Answered {
         Verdict::Succeeded { replayed } => {
             let body = body.clone().unwrap_or_default();
             Answered::Settled {
-                outcome: record("succeeded", None),
+                outcome: record(EffectState::Succeeded, None),
                 counter: replayed.then_some(counter::IDEMPOTENCY_HIT),
                 reply: Ok(if replayed {
                     Outcome::Replayed(body)
@@ -402,17 +402,17 @@ pub fn on_answer(key: &str, answer: &Answer, verdict: Verdict) -> Answered {
             }
         }
         Verdict::Failed(why) => Answered::Settled {
-            outcome: record("failed", Some(why.clone())),
+            outcome: record(EffectState::Failed, Some(why.clone())),
             counter: None,
             reply: Ok(Outcome::Failed(why)),
         },
         Verdict::Invalid(why) => Answered::Settled {
-            outcome: record("failed", Some(why.clone())),
+            outcome: record(EffectState::Failed, Some(why.clone())),
             counter: None,
             reply: Err(EffectError::Invalid(why)),
         },
         Verdict::KeyConflict(why) => Answered::KeyConflict {
-            outcome: record("failed", Some(why.clone())),
+            outcome: record(EffectState::Failed, Some(why.clone())),
             reply: Ticketed::new(
                 TicketKind::KeyConflict,
                 format!("{key}#downstream"),
@@ -423,15 +423,15 @@ pub fn on_answer(key: &str, answer: &Answer, verdict: Verdict) -> Answered {
             ),
         },
         Verdict::Fenced(why) => Answered::Fenced {
-            outcome: record("retryable", Some(why.clone())),
+            outcome: record(EffectState::Retryable, Some(why.clone())),
             why,
         },
         Verdict::Transient(why) => Answered::Transient {
-            outcome: record("retryable", Some(why.clone())),
+            outcome: record(EffectState::Retryable, Some(why.clone())),
             why,
         },
         Verdict::Unknown(why) => Answered::Unknown {
-            outcome: record("unknown", Some(why.clone())),
+            outcome: record(EffectState::Unknown, Some(why.clone())),
             why,
         },
     }
@@ -651,10 +651,8 @@ pub fn query_step<'r>(
                 rec.connector
             ))))
         }
-        Some(rec) if rec.state == "succeeded" || rec.state == "failed" => {
-            QueryStep::Answer(Ok(Some(replay(rec))))
-        }
-        Some(rec) if rec.state == "retryable" => QueryStep::Answer(Ok(None)),
+        Some(rec) if rec.state.is_final() => QueryStep::Answer(Ok(Some(replay(rec)))),
+        Some(rec) if rec.state == EffectState::Retryable => QueryStep::Answer(Ok(None)),
         Some(rec) if connector.queryable => QueryStep::QueryFirst(rec),
         Some(rec) => QueryStep::Unqueryable(rec),
         None if connector.queryable => QueryStep::AskDownstream,
@@ -665,7 +663,7 @@ pub fn query_step<'r>(
 /// What `effects.query` records when the downstream never saw the key.
 pub fn not_found_by_query() -> EffectOutcome {
     EffectOutcome {
-        state: "retryable",
+        state: EffectState::Retryable,
         response: None,
         error: Some("not found at the downstream".into()),
         last_status: Some(404),
@@ -692,7 +690,11 @@ pub fn found_unrecorded(found: Found) -> Option<Outcome> {
 fn downstream_record(status: u16, body: Vec<u8>, resolved_by: &'static str) -> EffectOutcome {
     let ok = (200..300).contains(&status);
     EffectOutcome {
-        state: if ok { "succeeded" } else { "failed" },
+        state: if ok {
+            EffectState::Succeeded
+        } else {
+            EffectState::Failed
+        },
         error: (!ok).then(|| format!("{status}: {}", body_text(&body))),
         response: Some(body),
         last_status: Some(status as i64),

@@ -126,7 +126,7 @@ pub(super) async fn report(
         if let Ok(effects) = store.effects_for_trigger(summary.trigger_id).await {
             entry.unknown_effects = effects
                 .into_iter()
-                .filter(|e| matches!(e.state.as_str(), "intent" | "unknown"))
+                .filter(|e| e.state.is_in_doubt())
                 .map(|e| e.idempotency_key)
                 .collect();
         }

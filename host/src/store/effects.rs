@@ -13,7 +13,7 @@ use super::fence::{EffectRef, lease_fence};
 use super::state_log::StateChange;
 use super::*;
 use crate::model::{LeaseRef, TriggerState, canonical_json};
-use crate::trigger_state;
+use crate::{effect_state, effect_states, trigger_state};
 use async_trait::async_trait;
 
 #[async_trait]
@@ -33,7 +33,9 @@ impl EffectStore for Store {
             "INSERT INTO effects (tenant, idempotency_key, downstream_key, trigger_id, attempt_id, \
              connector, action, params_digest, request_id, fencing_token, state, compensates, sends, \
              created_at, updated_at) \
-             SELECT t.tenant, ?1, ?10, t.id, ?3, ?4, ?5, ?6, ?7, t.fencing_token, 'intent', ?8, 1, ",
+             SELECT t.tenant, ?1, ?10, t.id, ?3, ?4, ?5, ?6, ?7, t.fencing_token, ",
+            effect_state!(intent),
+            ", ?8, 1, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -84,14 +86,19 @@ impl EffectStore for Store {
     ) -> StoreResult<EffectRecord> {
         let row: Option<EffectRecord> = sqlx::query_as(self.sql(concat!(
             "UPDATE effects SET trigger_id = ?1, attempt_id = ?2, fencing_token = ?3, \
-             request_id = ?4, state = 'intent', sends = sends + 1, updated_at = ",
+             request_id = ?4, state = ",
+            effect_state!(intent),
+            ", sends = sends + 1, updated_at = ",
             now_ms!(),
-            ", unknown_at = CASE WHEN unknown_at IS NULL AND state = 'intent' THEN ",
+            ", unknown_at = CASE WHEN unknown_at IS NULL AND state = ",
+            effect_state!(intent),
+            " THEN ",
             now_ms!(),
             " ELSE unknown_at END \
              WHERE tenant = (SELECT tenant FROM triggers WHERE id = ?1) \
-               AND idempotency_key = ?5 AND params_digest = ?6 \
-               AND state IN ('intent', 'unknown', 'retryable') AND fencing_token <= ?3 \
+               AND idempotency_key = ?5 AND params_digest = ?6 AND state IN ",
+            effect_states!(intent, unknown, retryable),
+            " AND fencing_token <= ?3 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?1", token = "?3"),
             ") RETURNING ",
@@ -131,19 +138,21 @@ impl EffectStore for Store {
             "UPDATE effects SET state = ?1, response = ?2, error = ?3, last_status = ?4, \
              resolved_by = ?5, updated_at = ",
             now_ms!(),
-            ", unknown_at = CASE WHEN unknown_at IS NULL AND (?1 = 'unknown' OR ?5 = 'query') \
-               THEN ",
+            ", unknown_at = CASE WHEN unknown_at IS NULL AND (?1 = ",
+            effect_state!(unknown),
+            " OR ?5 = 'query') THEN ",
             now_ms!(),
             " ELSE unknown_at END \
              WHERE tenant = (SELECT tenant FROM triggers WHERE id = ?7) \
-               AND idempotency_key = ?6 AND state IN ('intent', 'unknown', 'retryable') \
-               AND fencing_token <= ?8 \
+               AND idempotency_key = ?6 AND state IN ",
+            effect_states!(intent, unknown, retryable),
+            " AND fencing_token <= ?8 \
                AND EXISTS (SELECT 1 FROM triggers t WHERE ",
             lease_fence!("t", id = "?7", token = "?8"),
             ") RETURNING ",
             effect_columns!()
         )))
-        .bind(outcome.state)
+        .bind(outcome.state.as_str())
         .bind(&outcome.response)
         .bind(&outcome.error)
         .bind(outcome.last_status)
@@ -172,8 +181,9 @@ impl EffectStore for Store {
         Ok(sqlx::query_as(self.sql(concat!(
             "SELECT ",
             effect_columns!(),
-            " FROM effects e WHERE e.state IN ('intent', 'unknown') \
-               AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = e.trigger_id \
+            " FROM effects e WHERE e.state IN ",
+            effect_states!(intent, unknown),
+            " AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = e.trigger_id \
                    AND t.state = ",
             trigger_state!(running),
             " AND t.lease_until >= ",
@@ -202,15 +212,16 @@ impl EffectStore for Store {
             ", unknown_at = coalesce(unknown_at, ",
             now_ms!(),
             ") WHERE tenant = ?8 AND idempotency_key = ?6 AND fencing_token = ?7 \
-               AND state IN ('intent', 'unknown') \
-               AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = effects.trigger_id \
+               AND state IN ",
+            effect_states!(intent, unknown),
+            " AND NOT EXISTS (SELECT 1 FROM triggers t WHERE t.id = effects.trigger_id \
                    AND t.state = ",
             trigger_state!(running),
             " AND t.lease_until >= ",
             now_ms!(),
             ")"
         )))
-        .bind(outcome.state)
+        .bind(outcome.state.as_str())
         .bind(&outcome.response)
         .bind(&outcome.error)
         .bind(outcome.last_status)

@@ -264,18 +264,44 @@ fn both_migrations_check_exactly_the_state_machines_states() {
             include_str!("../../../migrations/postgres/0018_gates.sql"),
         ),
     ] {
-        let check = migration
-            .split_once("CHECK (")
-            .map(|(_, rest)| &rest[..closing_paren(rest)])
-            .unwrap_or_else(|| panic!("{database}: no CHECK on triggers.state"));
-        let listed: BTreeSet<String> = check
-            .split('\'')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect();
-        assert_eq!(listed, names(&TriggerState::ALL), "{database}");
+        assert_eq!(
+            checked_names(migration, database),
+            names(&TriggerState::ALL),
+            "{database}"
+        );
     }
+}
+
+#[test]
+fn both_migrations_check_exactly_the_effect_states() {
+    use crate::model::EffectState;
+    for (database, migration) in [
+        (
+            "sqlite",
+            include_str!("../../../migrations/sqlite/0038_effect_state_check.sql"),
+        ),
+        (
+            "postgres",
+            include_str!("../../../migrations/postgres/0038_effect_state_check.sql"),
+        ),
+    ] {
+        let machine: BTreeSet<String> = EffectState::ALL.iter().map(|s| s.to_string()).collect();
+        assert_eq!(checked_names(migration, database), machine, "{database}");
+    }
+}
+
+/// The quoted names in the first `CHECK (…)` of `migration`.
+fn checked_names(migration: &str, database: &str) -> BTreeSet<String> {
+    let check = migration
+        .split_once("CHECK (")
+        .map(|(_, rest)| &rest[..closing_paren(rest)])
+        .unwrap_or_else(|| panic!("{database}: no CHECK in the migration"));
+    check
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
 }
 
 /// The index of the `)` that closes a parenthesis opened just before `text`.

@@ -55,8 +55,9 @@ const SNAPSHOT: &str = concat!(
     crate::trigger_state!(paused),
     " GROUP BY state, resource_group, tenant",
     " UNION ALL SELECT 'counter', name, '', '', value, NULL FROM counters",
-    " UNION ALL SELECT 'unknown', '', '', '', count(*), min(created_at) FROM effects \
-     WHERE state = 'unknown'",
+    " UNION ALL SELECT 'unknown_effects', '', '', '', count(*), min(created_at) FROM effects \
+     WHERE state = ",
+    crate::effect_state!(unknown),
     " UNION ALL SELECT 'compensations', '', '', '', count(*), NULL FROM effects \
      WHERE compensates IS NOT NULL",
     " UNION ALL SELECT 'exceptions', kind, '', '', count(*), min(created_at) FROM exceptions \
@@ -150,7 +151,7 @@ impl MetricsSnapshot {
                     }),
                 },
                 "counter" => s.counters.push((a, n)),
-                "unknown" => (s.unknown_effects, s.oldest_unknown_at) = (n, m),
+                "unknown_effects" => (s.unknown_effects, s.oldest_unknown_at) = (n, m),
                 "compensations" => s.compensations = n,
                 "exceptions" => s.exceptions.push(ExceptionGauge {
                     kind: a,
@@ -258,7 +259,7 @@ mod tests {
             row("triggers", "pending", 3, Some(1000)),
             row("triggers", "pending", 2, Some(900)),
             row("counter", "stale_token_rejections", 2, None),
-            row("unknown", "", 1, Some(4000)),
+            row("unknown_effects", "", 1, Some(4000)),
             row("compensations", "", 4, None),
             row("exceptions", "key_conflict", 2, Some(3000)),
             row("group", "default", 16, None),

@@ -3,6 +3,7 @@
 
 #[cfg(doc)]
 use crate::model::AttemptOutcome;
+use crate::model::EffectState;
 use crate::model::TriggerState;
 use crate::model::output::{self, Encoding};
 use serde::Serialize;
@@ -310,8 +311,8 @@ pub struct EffectRecord {
     pub params_digest: String,
     pub request_id: String,
     pub fencing_token: i64,
-    /// intent | succeeded | failed | unknown | retryable
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: EffectState,
     pub response: Option<Vec<u8>>,
     pub error: Option<String>,
     pub compensates: Option<String>,
@@ -340,8 +341,9 @@ pub struct NewEffect {
 /// What a send ended as, written under the lease that sent it.
 #[derive(Debug, Clone)]
 pub struct EffectOutcome {
-    /// succeeded | failed | unknown | retryable
-    pub state: &'static str,
+    /// What the write records: `succeeded`, `failed`, `unknown` or
+    /// `retryable` ([`crate::model::EffectTransition::Settle`]).
+    pub state: EffectState,
     pub response: Option<Vec<u8>>,
     pub error: Option<String>,
     pub last_status: Option<i64>,

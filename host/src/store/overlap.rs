@@ -31,7 +31,6 @@ use super::dialect::Dialect;
 use super::fence::lease_fence;
 use super::*;
 use crate::model::LeaseRef;
-use crate::trigger_state;
 
 /// What the rule decided for an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -65,9 +65,12 @@ impl std::str::FromStr for CostBy {
 macro_rules! unknown_effect {
     () => {
         concat!(
-            "(e.unknown_at IS NOT NULL OR e.state = 'unknown' \
-             OR e.resolved_by = 'query' OR e.resolved_by = 'recovery' \
-             OR e.resolved_by LIKE 'ticket:%' OR (e.state = 'intent' AND NOT EXISTS \
+            "(e.unknown_at IS NOT NULL OR e.state = ",
+            $crate::effect_state!(unknown),
+            " OR e.resolved_by = 'query' OR e.resolved_by = 'recovery' \
+             OR e.resolved_by LIKE 'ticket:%' OR (e.state = ",
+            $crate::effect_state!(intent),
+            " AND NOT EXISTS \
              (SELECT 1 FROM triggers r WHERE r.id = e.trigger_id AND r.state = ",
             trigger_state!(running),
             ")))"
@@ -84,14 +87,14 @@ macro_rules! effect_in_window {
 
 /// Counts of a trigger's unknown effects in the window in one state set.
 macro_rules! unknowns {
-    ($states:literal) => {
+    ($($state:ident),+) => {
         concat!(
             "(SELECT count(*) FROM effects e WHERE e.trigger_id = t.id AND ",
             effect_in_window!(),
             " AND ",
             unknown_effect!(),
             " AND e.state IN ",
-            $states,
+            $crate::effect_states!($($state),+),
             ")"
         )
     };
@@ -109,11 +112,11 @@ const INCIDENT: &str = concat!(
          AND created_at >= ?1 AND created_at < ?2) \
      SELECT t.id, t.state, \
        (SELECT count(*) FROM stale_writes s WHERE s.trigger_id = t.id AND s.at >= ?1 AND s.at < ?2), ",
-    unknowns!("('succeeded')"),
+    unknowns!(succeeded),
     ", ",
-    unknowns!("('failed', 'retryable')"),
+    unknowns!(failed, retryable),
     ", ",
-    unknowns!("('unknown', 'intent')"),
+    unknowns!(unknown, intent),
     ", (SELECT count(*) FROM exceptions x WHERE x.trigger_id = t.id AND x.kind = 'key_conflict' \
           AND x.created_at >= ?1 AND x.created_at < ?2), \
        (SELECT count(*) FROM exceptions x WHERE x.trigger_id = t.id \
@@ -202,8 +205,9 @@ const CONSERVATION: &str = concat!(
        (SELECT count(*) FROM triggers WHERE attempts > 0), \
        (SELECT count(DISTINCT trigger_id) FROM attempts) \
      UNION ALL SELECT 'effects_vs_idempotency_records', (SELECT count(*) FROM effects), \
-       (SELECT count(DISTINCT tenant || '/' || idempotency_key) FROM effects WHERE state IN \
-          ('intent', 'succeeded', 'failed', 'unknown', 'retryable')) \
+       (SELECT count(DISTINCT tenant || '/' || idempotency_key) FROM effects WHERE state IN ",
+    crate::effect_states!(intent, succeeded, failed, unknown, retryable),
+    ") \
      UNION ALL SELECT 'open_leases_vs_running_attempts', \
        (SELECT count(*) FROM triggers WHERE state = ",
     trigger_state!(running),

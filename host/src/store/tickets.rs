@@ -12,6 +12,7 @@
 use super::columns::{effect_columns, exception_columns};
 use super::dialect::now_ms;
 use super::*;
+use crate::effect_state;
 use crate::model::canonical_json;
 use crate::model::tickets::{LocalApprovals, high_risk, second_person};
 use sha2::{Digest, Sha256};
@@ -269,18 +270,24 @@ impl Store {
         let by = format!("ticket:{id}");
         let sql = match action {
             "mark_succeeded" => Some(concat!(
-                "UPDATE effects SET state = 'succeeded', resolved_by = ?1, updated_at = ",
+                "UPDATE effects SET state = ",
+                effect_state!(succeeded),
+                ", resolved_by = ?1, updated_at = ",
                 now_ms!(),
                 " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),
             "mark_failed" => Some(concat!(
-                "UPDATE effects SET state = 'failed', resolved_by = ?1, updated_at = ",
+                "UPDATE effects SET state = ",
+                effect_state!(failed),
+                ", resolved_by = ?1, updated_at = ",
                 now_ms!(),
                 " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),
             // A fresh send budget; the same key keeps the downstream idempotent.
             "resend" => Some(concat!(
-                "UPDATE effects SET state = 'retryable', sends = 0, resolved_by = ?1, updated_at = ",
+                "UPDATE effects SET state = ",
+                effect_state!(retryable),
+                ", sends = 0, resolved_by = ?1, updated_at = ",
                 now_ms!(),
                 " WHERE idempotency_key = ?2 AND tenant = (SELECT tenant FROM exceptions WHERE id = ?3)"
             )),

@@ -3,6 +3,7 @@
 
 use super::{TicketKind, TicketRequest, downstream_record};
 use crate::effects::classify::{self, Found};
+use crate::model::EffectState;
 use crate::store::{EffectOutcome, EffectRecord};
 
 /// What the recovery scanner does with one unresolved effect whose attempt
@@ -40,7 +41,7 @@ pub fn recovery_unqueryable(record: &EffectRecord) -> Recovered {
             }),
         },
         outcome: EffectOutcome {
-            state: "unknown",
+            state: EffectState::Unknown,
             response: record.response.clone(),
             error: record.error.clone(),
             last_status: record.last_status,
@@ -68,7 +69,7 @@ pub fn recovery_found(record: &EffectRecord, found: Found) -> Recovered {
             Recovered::Failed(downstream_record(status, body, "recovery"))
         }
         Found::NotFound => Recovered::NotFound(EffectOutcome {
-            state: "retryable",
+            state: EffectState::Retryable,
             response: None,
             error: Some("not found at the downstream by recovery".into()),
             last_status: Some(404),

@@ -19,7 +19,7 @@ fn recorded(state: &str, digest: &str, sends: i64) -> EffectRecord {
         params_digest: digest.into(),
         request_id: "req-1".into(),
         fencing_token: 4,
-        state: state.into(),
+        state: state.parse().unwrap(),
         response: None,
         error: None,
         compensates: None,
@@ -666,7 +666,7 @@ fn what_the_downstream_knows_of_an_unrecorded_key_is_passed_on() {
             not_found.last_status,
             not_found.resolved_by
         ),
-        ("retryable", Some(404), "query")
+        (crate::model::EffectState::Retryable, Some(404), "query")
     );
 }
 
