@@ -13,7 +13,15 @@
 //!   closes the gate itself rather than trust a lease it cannot confirm;
 //! - heartbeats run on a small runtime of their own (`paddock-heartbeat`,
 //!   [`heartbeat`]) while guests run on blocking threads, so neither busy
-//!   guests nor a stalled main runtime can starve renewals;
+//!   guests nor a stalled main runtime can starve renewals; [`clock`] paces
+//!   them (a test moves it by hand);
+//! - a runner holds its liveness for its whole life (a PostgreSQL session
+//!   lock, a SQLite file lock: `runner/liveness.rs`), and before it claims
+//!   it ends the leases of holders whose liveness is gone, so a dead
+//!   process's work is taken over at once while a stopped one keeps its
+//!   lease until it lapses;
+//! - an attempt's end is reported as a [`crate::model::RunOutcome`] with
+//!   the state the database wrote;
 //! - a drain at shutdown releases unfinished attempts from their last
 //!   checkpoint without spending retry budget, and lists them ([`drain`]);
 //! - quotas move outside the claim statement: the [`governor`] recomputes

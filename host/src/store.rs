@@ -14,15 +14,21 @@
 //!
 //! Two databases, one store. SQLite is the embedded default
 //! (`sqlite://paddock.db`, one process); PostgreSQL (`postgres://...`) lets
-//! any number of processes share one database. Both run the same query
-//! texts through sqlx's `Any` driver: [`dialect`] translates the few
-//! spellings that differ, and the operations live in [`queries`] (triggers,
-//! attempts, registrations, audit), [`schedule_queries`] (shards,
-//! watermarks, schedules) and [`effect_queries`] (effects, connectors,
-//! exception tickets). On SQLite, claims and group commits — the writes
-//! every job pays for — run instead on [`sqlite_writer`], each transaction
-//! whole on one thread. Migrations are in `migrations/sqlite/` and
-//! `migrations/postgres/` (mirrors of each other), applied at open.
+//! any number of processes share one database. Each plane reaches the
+//! store through its role trait (`roles.rs`: [`ReadStore`], [`Counters`],
+//! [`RunnerStore`], [`SchedulerStore`], [`EffectStore`], [`ControlStore`]),
+//! and the conformance suite runs each role on both databases.
+//!
+//! Most statements are one text run through sqlx's `Any` driver on either
+//! database: [`dialect`] translates the few spellings that differ. The
+//! writes every job pays for have a path per database: on SQLite, claims
+//! and group commits run on [`sqlite_writer`] (rusqlite, each transaction
+//! whole on one thread); on PostgreSQL, on a native pool in PostgreSQL's
+//! own spelling (`runner/postgres.rs`: one round trip each). Fenced writes
+//! take their guard from `fence.rs`; trigger states, effect states and
+//! origins are spelt in SQL only through their `model/` macros.
+//! Migrations are in `migrations/sqlite/` and `migrations/postgres/`
+//! (mirrors of each other), applied at open.
 
 mod audit;
 mod backfill;
