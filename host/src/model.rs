@@ -7,6 +7,7 @@
 //! | `state.rs` | the trigger state machine: [`TriggerState`], [`Transition`], [`AttemptOutcome`] |
 //! | `effect_state.rs` | the effect state machine: [`EffectState`], [`EffectTransition`] |
 //! | `attempt.rs` | how an attempt ends: [`RunResult`], [`RunReport`], [`StopReason`], [`decide_end`] |
+//! | `run_outcome.rs` | what became of an attempt as the runner reports it: [`RunOutcome`], with the state the database wrote |
 //! | `retry.rs` | the retry budget: [`RetryPolicy`], backoff with jitter, budget checks |
 //! | `fencing.rs` | leases and their identities: [`FencingToken`], [`ShardGeneration`], [`LeaseRef`], [`Claim`], [`ShardLease`] |
 //! | `plan.rs` | plan specs, digests, canonical JSON, plan keys, shards |
@@ -23,6 +24,7 @@
 //! | `output.rs` | a run's result bytes in JSON: the value, UTF-8 text or base64, and which |
 //! | `text.rs` | people's text as printed: control characters escaped ([`text::escape`], [`text::Esc`]) in every CLI printer and log field |
 //! | `tickets.rs` | the two-person rule: high-risk actions (ticket resolutions, the global resume), who is a different person, the local command line's approvals |
+//! | `trigger_origin.rs` | where a trigger came from: [`TriggerOrigin`] (schedule, manual, backfill) |
 //! | `time.rs` | durations written for people; instants as ms since the epoch |
 //! | `units.rs` | sizes and durations in flags and files, checked and named |
 //! | `bounds.rs` | the documented limit of every number a person sends, one check each |
@@ -48,6 +50,7 @@ pub mod plan;
 pub mod report;
 pub mod retry;
 pub mod review;
+pub mod run_outcome;
 pub mod secret;
 pub mod shares;
 pub mod state;
@@ -55,6 +58,7 @@ pub mod takeover;
 pub mod text;
 pub mod tickets;
 pub mod time;
+pub mod trigger_origin;
 pub mod units;
 
 pub use attempt::{
@@ -67,4 +71,6 @@ pub use fencing::{Claim, FencingToken, LeaseRef, ShardGeneration, ShardLease};
 pub use group::ResourceGroup;
 pub use plan::{ApplyOutcome, PlanKey, PlanSpec, canonical_json, plan_key, plan_key_ms, shard_of};
 pub use retry::{Budget, RetryPolicy};
+pub use run_outcome::RunOutcome;
 pub use state::{AttemptOutcome, Transition, TriggerState, after_resolution};
+pub use trigger_origin::TriggerOrigin;

@@ -72,7 +72,7 @@ async fn python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints(d
             .unwrap();
         let b = claim(&host, "B", an_hour_on(&host).await).await;
         let summary = host.runner("B", Duration::from_secs(60)).execute(b).await;
-        assert!(summary.committed, "{lang}: {summary:?}");
+        assert!(summary.outcome.committed(), "{lang}: {summary:?}");
         let t = host.store.trigger_get(t.id).await.unwrap();
         assert_eq!(t.state, "succeeded", "{lang}: {:?}", t.error_message);
         let out = result(&t);
@@ -98,13 +98,17 @@ async fn python_and_javascript_jobs_take_over_and_retry_from_their_checkpoints(d
             .runner("A", Duration::from_secs(60))
             .execute(claim(&host, "A", None).await)
             .await;
-        assert_eq!(first.outcome, "retry_wait", "{lang}: {first:?}");
+        assert_eq!(
+            first.outcome,
+            paddock::model::RunOutcome::Committed(paddock::model::TriggerState::RetryWait),
+            "{lang}: {first:?}"
+        );
         assert_eq!(first.error_class.as_deref(), Some("unknown"), "{lang}");
         let second = host
             .runner("B", Duration::from_secs(60))
             .execute(claim(&host, "B", an_hour_on(&host).await).await)
             .await;
-        assert!(second.committed, "{lang}: {second:?}");
+        assert!(second.outcome.committed(), "{lang}: {second:?}");
         let t = host.store.trigger_get(t.id).await.unwrap();
         let out = result(&t);
         assert_eq!(out["outcome"], "replayed", "{lang}: {out}");

@@ -117,6 +117,7 @@ on_every_database!(
     // Finishes.
     attempt_finish_with_the_current_token_commits_the_end,
     attempt_finish_into_retry_wait_makes_the_trigger_due_again,
+    finish_and_release_answer_paused_for_a_trigger_a_gate_asked_to_pause,
     attempt_finish_with_a_stale_token_is_lease_lost,
     attempt_finish_of_a_finished_trigger_is_lease_lost_and_rewrites_nothing,
     attempt_finish_of_a_missing_trigger_is_lease_lost_with_nothing_found,
@@ -1036,7 +1037,8 @@ async fn effect_settle_of_a_missing_effect_is_a_conflict_not_a_lease_loss(db: Fi
 async fn attempt_release_with_the_current_token_puts_the_trigger_back_to_pending(db: Fixture) {
     let a = db.held().await;
     let before = db.store.now_ms().await.unwrap();
-    db.store
+    let written = db
+        .store
         .attempt_release(
             &a,
             &ended(TriggerState::Succeeded),
@@ -1049,6 +1051,7 @@ async fn attempt_release_with_the_current_token_puts_the_trigger_back_to_pending
     let after = db.store.now_ms().await.unwrap();
     let t = db.get(a.trigger_id).await;
     assert_eq!(t.state, TriggerState::Pending);
+    assert_eq!(written, t.state, "the release answers the state it wrote");
     assert_eq!((t.fencing_token, t.attempts), (1, 1));
     assert_eq!(
         (t.lease_owner, t.lease_until, t.finished_at),
@@ -1081,6 +1084,47 @@ async fn attempt_release_with_the_current_token_puts_the_trigger_back_to_pending
         .claim_one(a.trigger_id, "B", after + 10 * LEASE, LEASE)
         .await;
     assert_eq!((c.fencing_token.get(), c.attempt_no), (2, 2));
+}
+
+/// A trigger a closed gate asked to pause lands `paused`, whether its
+/// attempt is released or commits a retry, and each write answers
+/// `paused` — the state the database wrote, not the one asked for — so
+/// the runner's log and its drain report say what happened.
+async fn finish_and_release_answer_paused_for_a_trigger_a_gate_asked_to_pause(db: Fixture) {
+    for release in [true, false] {
+        let a = db.held().await;
+        sqlx::query(
+            db.store
+                .sql("UPDATE triggers SET pause_requested = 1 WHERE id = ?"),
+        )
+        .bind(a.trigger_id)
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+        let written = if release {
+            db.store
+                .attempt_release(
+                    &a,
+                    &ended(TriggerState::Succeeded),
+                    ReleaseReason::Drained,
+                    "drained",
+                    0,
+                )
+                .await
+                .unwrap()
+        } else {
+            db.store
+                .attempt_finish(&a, &ended(TriggerState::RetryWait))
+                .await
+                .unwrap()
+        };
+        let t = db.get(a.trigger_id).await;
+        assert_eq!(
+            (written, t.state),
+            (TriggerState::Paused, TriggerState::Paused),
+            "release: {release}"
+        );
+    }
 }
 
 async fn attempt_release_with_a_stale_token_is_lease_lost(db: Fixture) {
@@ -1247,13 +1291,15 @@ async fn attempt_finish_with_the_current_token_commits_the_end(db: Fixture) {
 async fn attempt_finish_into_retry_wait_makes_the_trigger_due_again(db: Fixture) {
     let a = db.held().await;
     let before = db.store.now_ms().await.unwrap();
-    db.store
+    let written = db
+        .store
         .attempt_finish(&a, &ended(TriggerState::RetryWait))
         .await
         .unwrap();
     let after = db.store.now_ms().await.unwrap();
     let t = db.get(a.trigger_id).await;
     assert_eq!(t.state, TriggerState::RetryWait);
+    assert_eq!(written, t.state, "the commit answers the state it wrote");
     assert_eq!(
         (t.lease_owner, t.lease_until, t.finished_at),
         (None, None, None)

@@ -514,7 +514,11 @@ async fn heartbeats_keep_renewing_while_the_main_runtime_is_blocked_and_guests_a
     // Each attempt kept its lease to the end: its cancel committed.
     assert_eq!(summaries.len(), N as usize);
     for s in &summaries {
-        assert!(s.committed && s.outcome == "cancelled", "{s:?}");
+        assert_eq!(
+            s.outcome,
+            paddock::model::RunOutcome::Committed(paddock::model::TriggerState::Cancelled),
+            "{s:?}"
+        );
     }
     assert_eq!(
         scalar(
@@ -713,7 +717,7 @@ async fn an_effect_in_flight_at_drain_is_left_unknown_not_lost_and_the_resumed_a
     let b = host.runner("B", Duration::from_secs(30));
     let summaries = b.run_until_idle().await.unwrap();
     assert_eq!(summaries.len(), 1);
-    assert!(summaries[0].committed, "{:?}", summaries[0]);
+    assert!(summaries[0].outcome.committed(), "{:?}", summaries[0]);
     let t = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(
         (t.state.as_str(), t.attempts, t.fencing_token),

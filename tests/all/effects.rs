@@ -60,7 +60,7 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
     let new = NewTrigger {
         job_id: "pay".into(),
         plan_version: None,
-        origin: "schedule".into(),
+        origin: paddock::model::TriggerOrigin::Schedule,
         scheduled_at: Some(now - 1000),
         partition_key: None,
         request_key: None,
@@ -107,7 +107,10 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
             .unwrap()
             .error_message
     );
-    assert_eq!(sa.outcome, "retry_wait");
+    assert_eq!(
+        sa.outcome,
+        paddock::model::RunOutcome::Committed(paddock::model::TriggerState::RetryWait)
+    );
     let rec = host
         .store
         .effect_get(crate::TENANT, key)
@@ -128,7 +131,7 @@ async fn duplicate_delivery_performs_one_effect_and_the_second_attempt_replays_a
         .runner("B", Duration::from_secs(30))
         .execute(b.into_iter().next().unwrap())
         .await;
-    assert!(sb.committed, "{sb:?}");
+    assert!(sb.outcome.committed(), "{sb:?}");
     let t = host.store.trigger_get(sb.trigger_id).await.unwrap();
     assert_eq!(t.state, "succeeded");
     assert_eq!(result(&t)["outcome"], "replayed");
@@ -203,7 +206,7 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
         .remove(0);
     assert_eq!(b.fencing_token, 78);
     let sb = host.runner("B", Duration::from_secs(30)).execute(b).await;
-    assert!(sb.committed, "{sb:?}");
+    assert!(sb.outcome.committed(), "{sb:?}");
     let t = host.store.trigger_get(t.id).await.unwrap();
     assert_eq!(t.state, "succeeded");
     assert_eq!(result(&t)["outcome"], "done");
@@ -221,8 +224,8 @@ async fn a_stale_writer_is_refused_by_the_downstream_and_by_the_host(db: Db) {
     // 77's delayed request arrives now.
     ledger.release(key).await;
     let sa = attempt_a.await.unwrap();
-    assert_eq!(sa.outcome, "lease_lost", "{sa:?}");
-    assert!(!sa.committed);
+    assert_eq!(sa.outcome, paddock::model::RunOutcome::LeaseLost, "{sa:?}");
+    assert!(!sa.outcome.committed());
 
     let stats = ledger.stats().await;
     assert_eq!(stats["applied"], 1, "exactly one release: {stats}");
@@ -864,20 +867,20 @@ async fn the_background_recovery_scanner_settles_a_lost_answer_without_a_new_att
     ledger
         .fault(json!({"drop_response_after_commit": 1, "scope": {"idempotency_key": crate::sent_key(key)}}))
         .await;
-    host.trigger("pay", effect("ledger", "RES-3", "reserve", key, 5))
+    let t = host
+        .trigger("pay", effect("ledger", "RES-3", "reserve", key, 5))
         .await;
-    host.runner("A", Duration::from_secs(30))
+    let ran = host
+        .runner("A", Duration::from_secs(30))
         .run_until_idle()
         .await
         .unwrap();
+    let recorded = host.store.effect_get(crate::TENANT, key).await.unwrap();
     assert_eq!(
-        host.store
-            .effect_get(crate::TENANT, key)
-            .await
-            .unwrap()
-            .unwrap()
-            .state,
-        "unknown"
+        recorded.map(|r| r.state),
+        Some(paddock::model::EffectState::Unknown),
+        "the attempts: {ran:?}; their rows: {:?}",
+        host.store.attempts_for(t.id).await
     );
     let guard =
         EffectGateway::new(host.store.clone()).spawn_recovery(Duration::from_millis(20), 100);
@@ -1153,7 +1156,7 @@ async fn an_open_breaker_parks_the_trigger_until_it_half_opens_without_spending_
         .trigger("pay", effect("ledger", "RES-P2", "charge", "park/2", 5))
         .await;
     let summaries = runner.run_until_idle().await.unwrap();
-    assert_eq!(summaries[0].outcome, "parked", "{summaries:?}");
+    assert_eq!(summaries[0].outcome.to_string(), "parked", "{summaries:?}");
     let t = host.store.trigger_get(parked.id).await.unwrap();
     assert_eq!(t.state, "pending");
     // Whole milliseconds of two clocks: allow for their rounding only.

@@ -212,7 +212,11 @@ async fn an_attempt_that_lost_its_lease_is_charged_its_fuel_on_the_row_the_takeo
         .unwrap();
     assert_eq!(taken.len(), 1);
     let ended = running.await.unwrap();
-    assert_eq!(ended[0].outcome, "lease_lost", "{ended:?}");
+    assert_eq!(
+        ended[0].outcome,
+        paddock::model::RunOutcome::LeaseLost,
+        "{ended:?}"
+    );
     let a = host.store.attempts_for(t.id).await.unwrap()[0].clone();
     assert_eq!(
         a.outcome.as_deref(),

@@ -26,6 +26,7 @@ const ROOT_MACROS: &[(&str, &str)] = &[
     ("trigger_state", "model"),
     ("effect_state", "model"),
     ("effect_states", "model"),
+    ("trigger_origin", "model"),
 ];
 
 const MAX_FILE_LINES: usize = 800;
@@ -445,49 +446,67 @@ fn the_story_reader_finds_issues_and_stops_and_nothing_else() {
     assert_eq!(hits, vec!["1: a (issue 16)", "2: Stop 36: x"]);
 }
 
-/// The spellings only an effect state has: in SQL (`'intent'`) and in Rust
-/// (`"intent"`). `succeeded` and `failed` are trigger states too, and
-/// `"unknown"` names error classes, so those are left to the type.
-const EFFECT_STATE_SPELLINGS: &[&str] = &[
-    "'intent'",
-    "'unknown'",
-    "'retryable'",
-    "\"intent\"",
-    "\"retryable\"",
+/// Spellings that belong to one type, and the file that owns the type
+/// and its SQL macro: effect states in SQL (`'intent'`) and in Rust
+/// (`"intent"`), and trigger origins in SQL. `succeeded`, `failed` and
+/// `manual` are trigger states too, `"unknown"` names error classes and
+/// `"schedule"` a plan's table, so those are left to the types.
+const SPELT_BY_THEIR_TYPE: &[(&str, &str)] = &[
+    ("'intent'", "model/effect_state.rs"),
+    ("'unknown'", "model/effect_state.rs"),
+    ("'retryable'", "model/effect_state.rs"),
+    ("\"intent\"", "model/effect_state.rs"),
+    ("\"retryable\"", "model/effect_state.rs"),
+    ("'schedule'", "model/trigger_origin.rs"),
+    ("'backfill'", "model/trigger_origin.rs"),
 ];
 
-/// Where `text` spells an effect state outside `EffectState` and its
-/// macros.
-fn effect_state_literals(text: &str) -> Vec<String> {
+/// Where `text` (the file at `rel`) spells a value outside the type that
+/// owns it.
+fn hand_spelt(rel: &str, text: &str) -> Vec<String> {
     text.lines()
         .enumerate()
-        .filter(|(_, line)| EFFECT_STATE_SPELLINGS.iter().any(|s| line.contains(s)))
+        .filter(|(_, line)| {
+            SPELT_BY_THEIR_TYPE
+                .iter()
+                .any(|(spelling, owner)| line.contains(spelling) && !rel.ends_with(owner))
+        })
         .map(|(i, line)| format!("{}: {}", i + 1, line.trim()))
         .collect()
 }
 
 #[test]
-fn effect_states_are_spelt_only_by_their_type_and_macros() {
+fn effect_states_and_origins_are_spelt_only_by_their_types_and_macros() {
     let mut found = Vec::new();
     for (_, path) in library_files() {
-        if path.ends_with("model/effect_state.rs") {
-            continue;
-        }
         let Some(text) = production_text(&path) else {
             continue;
         };
-        for hit in effect_state_literals(&text) {
-            found.push(format!("{}:{hit}", path.display()));
+        let rel = path
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        for hit in hand_spelt(&rel, &text) {
+            found.push(format!("{rel}:{hit}"));
         }
     }
     assert!(
         found.is_empty(),
-        "effect states spelt by hand (use EffectState, effect_state! or effect_states!):\n{}",
+        "spelt by hand (use EffectState / effect_state! / effect_states!, TriggerOrigin / trigger_origin!):\n{}",
         found.join("\n")
     );
     assert_eq!(
-        effect_state_literals("a\nWHERE state = 'retryable'\nstate: \"intent\"\nstate = 'running'"),
-        ["2: WHERE state = 'retryable'", "3: state: \"intent\""],
+        hand_spelt(
+            "store/x.rs",
+            "a\nWHERE state = 'retryable'\nstate: \"intent\"\nstate = 'running'\norigin = 'backfill'"
+        ),
+        [
+            "2: WHERE state = 'retryable'",
+            "3: state: \"intent\"",
+            "5: origin = 'backfill'"
+        ],
         "the reader finds what it looks for"
     );
+    assert!(hand_spelt("model/trigger_origin.rs", "'schedule'").is_empty());
 }

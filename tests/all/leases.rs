@@ -185,7 +185,7 @@ async fn a_takeover_reads_the_last_checkpoint_as_input(db: Db) {
     let b = take_over(&host, "B", 30_000).await;
     let runner = host.runner("B", Duration::from_secs(30));
     let summary = runner.execute(b).await;
-    assert!(summary.committed, "{summary:?}");
+    assert!(summary.outcome.committed(), "{summary:?}");
     let t = host.store.trigger_get(t.id).await.unwrap();
     let out: serde_json::Value = serde_json::from_slice(t.result.as_ref().unwrap()).unwrap();
     assert_eq!(out["resumed_from"], 2);
@@ -328,8 +328,8 @@ async fn a_runner_that_loses_its_lease_interrupts_the_guest_and_its_result_does_
     assert_eq!(b.len(), 1);
     let started = Instant::now();
     let summaries = run.await.unwrap();
-    assert_eq!(summaries[0].outcome, "lease_lost");
-    assert!(!summaries[0].committed);
+    assert_eq!(summaries[0].outcome, paddock::model::RunOutcome::LeaseLost);
+    assert!(!summaries[0].outcome.committed());
     // Interrupted promptly (within a heartbeat or two); it would never
     // have ended on its own.
     assert!(

@@ -285,7 +285,7 @@ async fn due(host: &TestHost, job: &str, ago_ms: i64, params: Value) -> i64 {
     let new = NewTrigger {
         job_id: job.into(),
         plan_version: None,
-        origin: "schedule".into(),
+        origin: paddock::model::TriggerOrigin::Schedule,
         scheduled_at: Some(now - ago_ms),
         partition_key: None,
         request_key: None,
@@ -422,7 +422,7 @@ async fn stale_writes_and_lost_lease(host: &TestHost, ledger: &Ledger, addr: Soc
         .runner("thief", Duration::from_secs(30))
         .execute(taken)
         .await;
-    assert!(done.committed, "{done:?}");
+    assert!(done.outcome.committed(), "{done:?}");
     ledger.release("pay/1").await;
     let s = scrape_until(addr, "the node's stale attempt stopped", |s| {
         s.value("paddock_lost_lease_stop_seconds_count", &[]) >= 1.0

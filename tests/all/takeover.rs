@@ -18,7 +18,7 @@ use std::time::Duration;
 /// gate named `gate`; the ledger key of its first attempt's gate.
 async fn fire(host: &TestHost, at: i64, gate: &str) -> (i64, String) {
     let new = NewTrigger {
-        origin: "schedule".into(),
+        origin: paddock::model::TriggerOrigin::Schedule,
         scheduled_at: Some(at),
         // Plan keys have whole seconds: each fire its own key, whatever the
         // second it falls in.

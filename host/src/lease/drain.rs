@@ -16,7 +16,7 @@
 //! before resending): its intent was written, fenced, before the send.
 
 use super::runner::AttemptSummary;
-use crate::model::TriggerState;
+use crate::model::{ReleaseReason, RunOutcome};
 use crate::store::RunnerStore;
 use std::fmt;
 use std::time::Duration;
@@ -79,7 +79,15 @@ impl DrainReport {
     pub fn released(&self) -> usize {
         self.ended
             .iter()
-            .filter(|s| s.outcome == "released")
+            .filter(|s| {
+                matches!(
+                    s.outcome,
+                    RunOutcome::Released {
+                        reason: ReleaseReason::Drained,
+                        ..
+                    }
+                )
+            })
             .count()
     }
 }
@@ -95,8 +103,7 @@ pub(super) async fn report(
 ) -> DrainReport {
     let mut unfinished = Vec::new();
     for summary in &ended {
-        let finished = |state: &str| state.parse().is_ok_and(TriggerState::is_terminal);
-        if summary.committed && finished(&summary.outcome) {
+        if summary.outcome.finished() {
             continue;
         }
         let mut entry = Unfinished {
@@ -105,7 +112,7 @@ pub(super) async fn report(
             state: "?".into(),
             attempts: 0,
             checkpoint_seq: None,
-            attempt_outcome: summary.outcome.clone(),
+            attempt_outcome: summary.outcome.to_string(),
             unknown_effects: Vec::new(),
         };
         match store.trigger_get(summary.trigger_id).await {

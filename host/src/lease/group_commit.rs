@@ -12,7 +12,7 @@
 //! (batches touch disjoint attempts, and each end is fenced on its own,
 //! so their order does not matter). SQLite has one writer: one at a time.
 
-use crate::model::{AttemptEnd, LeaseRef};
+use crate::model::{AttemptEnd, LeaseRef, TriggerState};
 use crate::store::{RunnerStore, StoreResult};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -21,7 +21,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 struct Pending {
     lease: LeaseRef,
     end: AttemptEnd,
-    reply: oneshot::Sender<StoreResult<()>>,
+    reply: oneshot::Sender<StoreResult<TriggerState>>,
 }
 
 /// The queue in front of [`RunnerStore::attempt_finish_batch`]. Cheap to share;
@@ -49,8 +49,9 @@ impl CommitQueue {
         }
     }
 
-    /// Commit how an attempt ended, together with whatever else is waiting.
-    pub async fn finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
+    /// Commit how an attempt ended, together with whatever else is waiting;
+    /// the state the database wrote.
+    pub async fn finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<TriggerState> {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             lease: lease.clone(),

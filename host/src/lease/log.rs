@@ -10,7 +10,7 @@
 //! | `attempt`, `attempt_no` | the attempt's id and number |
 //! | `fencing_token` | the attempt's token |
 //! | `params_digest` | SHA-256 of the trigger's params (never the params) |
-//! | `state` / `outcome` | the new state / what the runner recorded |
+//! | `state` / `outcome` | the state the database wrote / what became of the attempt ([`crate::model::RunOutcome`]) |
 //!
 //! Logged at `info`: `PADDOCK_LOG=paddock=info` shows them; a field's
 //! value is computed only when the line is enabled.
@@ -37,7 +37,7 @@ pub(super) fn claimed(claim: &Claim) {
 
 /// The attempt of `claim` ended as `summary` says.
 pub(super) fn ended(claim: &Claim, summary: &AttemptSummary) {
-    let state = moved_to(summary);
+    let state = summary.outcome.moved_to().map(|s| s.as_str());
     let event = if state.is_some() {
         "trigger_state"
     } else {
@@ -58,16 +58,4 @@ pub(super) fn ended(claim: &Claim, summary: &AttemptSummary) {
         "attempt ended: {}",
         summary.outcome
     );
-}
-
-/// The trigger's new state when the end moved it: back to `pending`
-/// (`released` from its checkpoint, `parked` behind an open breaker,
-/// `overlap_wait` behind older runs: each releases the lease), or the
-/// state committed.
-fn moved_to(summary: &AttemptSummary) -> Option<&str> {
-    match summary.outcome.as_str() {
-        "released" | "parked" | "overlap_wait" => Some("pending"),
-        committed if summary.committed => Some(committed),
-        _ => None,
-    }
 }

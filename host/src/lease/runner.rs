@@ -18,7 +18,7 @@ use crate::model::retry::{Budget, RetryPolicy, budget_attempt_no};
 use crate::model::shares::Watermark;
 use crate::model::{
     AttemptEnd, Claim, EndDecision, EndInputs, FencingToken, LeaseRef, PlanSpec, ReleaseReason,
-    RunReport, RunResult, StopReason, decide_end,
+    RunOutcome, RunReport, RunResult, StopReason, TriggerOrigin, decide_end,
 };
 use crate::sandbox::wit::context::Invocation;
 use crate::sandbox::{AttemptServices, GuestLimits, Sandbox, StopSignal};
@@ -113,11 +113,10 @@ pub struct AttemptSummary {
     pub attempt_id: i64,
     pub fencing_token: FencingToken,
     pub job_id: String,
-    /// The trigger's new state, `released` (drained: back to pending from
-    /// its last checkpoint), or `lease_lost` if the commit was refused.
-    pub outcome: String,
+    /// What became of it, with the state the database wrote where its
+    /// end moved the trigger.
+    pub outcome: RunOutcome,
     pub error_class: Option<String>,
-    pub committed: bool,
 }
 
 impl AttemptSummary {
@@ -128,9 +127,8 @@ impl AttemptSummary {
             attempt_id: claim.attempt_id,
             fencing_token: claim.fencing_token,
             job_id: claim.job_id.clone(),
-            outcome: String::new(),
+            outcome: RunOutcome::NotEnded,
             error_class: None,
-            committed: false,
         }
     }
 }
@@ -425,8 +423,7 @@ impl Runner {
         match self.overlap_gate(&claim, &lease).await {
             Ok(None) => {}
             Ok(Some(outcome)) => {
-                summary.outcome = outcome.into();
-                summary.committed = true;
+                summary.outcome = outcome;
                 super::log::ended(&claim, &summary);
                 return summary;
             }
@@ -435,7 +432,7 @@ impl Runner {
                 // must not run: the lease lapses and the trigger is taken
                 // over with token + 1, its overlap judged again then.
                 tracing::warn!(trigger_id = claim.trigger_id, error = %crate::model::text::Esc(&e), "overlap check failed; not running, the lease will lapse");
-                summary.outcome = "overlap_check_failed".into();
+                summary.outcome = RunOutcome::OverlapCheckFailed;
                 return summary;
             }
         }
@@ -533,7 +530,7 @@ impl Runner {
                 if let Err(e) = self.store.attempt_abandon(lease, &end, why).await {
                     tracing::warn!(trigger_id, error = %crate::model::text::Esc(&e), "could not record the abandoned attempt");
                 }
-                summary.outcome = "lease_lost".into();
+                summary.outcome = RunOutcome::LeaseLost;
             }
             EndDecision::Release {
                 end,
@@ -547,12 +544,11 @@ impl Runner {
                     .attempt_release(lease, &end, reason, &why, delay_ms as i64)
                     .await
                 {
-                    Ok(()) if reason == ReleaseReason::CircuitOpen => "parked".into(),
-                    Ok(()) => "released".into(),
-                    Err(StoreError::LeaseLost { .. }) => "lease_lost".into(),
+                    Ok(to) => RunOutcome::Released { reason, to },
+                    Err(StoreError::LeaseLost { .. }) => RunOutcome::LeaseLost,
                     Err(e) => {
                         tracing::error!(trigger_id, error = %crate::model::text::Esc(&e), "release failed; the lease will expire and the trigger be taken over");
-                        "release_failed".into()
+                        RunOutcome::ReleaseFailed
                     }
                 };
             }
@@ -560,17 +556,14 @@ impl Runner {
                 summary.error_class = end.error_class.clone();
                 // Group commit: attempts ending together share one
                 // transaction.
-                match self.commits.finish(lease, &end).await {
-                    Ok(()) => {
-                        summary.outcome = end.trigger_state.to_string();
-                        summary.committed = true;
-                    }
-                    Err(StoreError::LeaseLost { .. }) => summary.outcome = "lease_lost".into(),
+                summary.outcome = match self.commits.finish(lease, &end).await {
+                    Ok(written) => RunOutcome::Committed(written),
+                    Err(StoreError::LeaseLost { .. }) => RunOutcome::LeaseLost,
                     Err(e) => {
                         tracing::error!(trigger_id, error = %crate::model::text::Esc(&e), "commit failed; lease will expire and the trigger be retried");
-                        summary.outcome = "commit_failed".into();
+                        RunOutcome::CommitFailed
                     }
-                }
+                };
             }
         }
     }
@@ -587,10 +580,10 @@ impl Runner {
         &self,
         claim: &Claim,
         lease: &LeaseRef,
-    ) -> StoreResult<Option<&'static str>> {
+    ) -> StoreResult<Option<RunOutcome>> {
         // Overlap is a property of the schedule: manual runs are a person's
         // explicit request and are not skipped or replaced.
-        if claim.origin != "schedule" {
+        if claim.origin != TriggerOrigin::Schedule {
             return Ok(None);
         }
         let Ok(plan) = self.plan(claim).await else {
@@ -618,7 +611,8 @@ impl Runner {
                     "waiting: {} run(s) of this job in flight (max_in_flight {max})",
                     in_flight.len()
                 );
-                self.store
+                let to = self
+                    .store
                     .attempt_release(
                         lease,
                         &end,
@@ -627,16 +621,19 @@ impl Runner {
                         self.config.poll_interval.as_millis() as i64,
                     )
                     .await?;
-                Ok(Some("overlap_wait"))
+                Ok(Some(RunOutcome::Released {
+                    reason: ReleaseReason::OverlapWait,
+                    to,
+                }))
             }
             D::SkipNew => {
                 let end = AttemptEnd::skipped(format!(
                     "skipped: {} run(s) of this job already in flight (max_in_flight {max}, overlap forbid)",
                     in_flight.len()
                 ));
-                self.store.attempt_finish(lease, &end).await?;
+                let written = self.store.attempt_finish(lease, &end).await?;
                 self.store.counter_add("overlap_skipped", 1).await?;
-                Ok(Some("skipped"))
+                Ok(Some(RunOutcome::Committed(written)))
             }
         }
     }

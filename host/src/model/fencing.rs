@@ -109,8 +109,7 @@ pub struct Claim {
     pub scheduled_at: i64,
     pub params: String,
     pub resource_group: String,
-    /// schedule | manual | backfill | event
-    pub origin: String,
+    pub origin: super::TriggerOrigin,
     /// When this attempt started (database clock, ms).
     pub started_at: i64,
     /// When the trigger's first attempt started: the total-time budget

@@ -44,16 +44,17 @@
 //! **Conservation**: pairs of counts that must be equal ([`Check`]); a
 //! nonzero difference is listed.
 
+use super::TriggerState;
 use serde::Serialize;
 
 // ---------------------------------------------------------------- incident
 
 /// What the store found about one affected trigger in the window.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TriggerFacts {
     pub trigger_id: i64,
     /// Its state now.
-    pub state: String,
+    pub state: TriggerState,
     /// Fenced writes refused in the window.
     pub stale_refusals: i64,
     /// Its effects whose outcome was unknown, by what they became.
@@ -100,9 +101,9 @@ pub fn classify(f: &TriggerFacts) -> IncidentClass {
         IncidentClass::Unknown(Resolution::Succeeded)
     } else if f.stale_refusals > 0 {
         IncidentClass::StaleRefused
-    } else if f.state == "succeeded" {
+    } else if f.state == TriggerState::Succeeded {
         IncidentClass::Completed
-    } else if matches!(f.state.as_str(), "failed" | "cancelled" | "skipped") {
+    } else if f.state.is_terminal() {
         IncidentClass::Failed
     } else {
         IncidentClass::InFlight
@@ -415,8 +416,14 @@ mod tests {
 
     fn facts(state: &str) -> TriggerFacts {
         TriggerFacts {
-            state: state.into(),
-            ..TriggerFacts::default()
+            trigger_id: 0,
+            state: state.parse().unwrap(),
+            stale_refusals: 0,
+            unknown_succeeded: 0,
+            unknown_failed: 0,
+            unknown_open: 0,
+            params_conflicts: 0,
+            tickets: 0,
         }
     }
 

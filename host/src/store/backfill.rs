@@ -60,7 +60,9 @@ impl Store {
                  origin, scheduled_at, params, state, priority, next_run_at, recovery, created_at, \
                  updated_at) VALUES (",
                 new_trigger_id!(),
-                ", ?, ?, ?, ?, ?, 'backfill', ?, '{}', ",
+                ", ?, ?, ?, ?, ?, ",
+                crate::trigger_origin!(backfill),
+                ", ?, '{}', ",
                 trigger_state!(pending),
                 ", ?, ?, 1, ",
                 now_ms!(),
@@ -109,7 +111,7 @@ impl Store {
                 trigger_id: *trigger_id,
                 plan_key,
                 job_id,
-                origin: "backfill",
+                origin: crate::model::TriggerOrigin::Backfill,
                 state: TriggerState::Pending.as_str(),
                 params: "{}",
                 actor,
@@ -125,7 +127,9 @@ impl Store {
     /// add nothing, and a refusal rolls back every row.
     async fn refuse_over_waiting_limit(&self, tx: &mut Tx, tenant: &str) -> StoreResult<()> {
         let waiting: i64 = sqlx::query_scalar(self.sql(concat!(
-            "SELECT count(*) FROM triggers WHERE tenant = ? AND origin = 'backfill' AND state IN (",
+            "SELECT count(*) FROM triggers WHERE tenant = ? AND origin = ",
+            crate::trigger_origin!(backfill),
+            " AND state IN (",
             trigger_state!(pending),
             ", ",
             trigger_state!(retry_wait),

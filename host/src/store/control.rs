@@ -11,7 +11,9 @@ use crate::model::caps::OutputCaps;
 use crate::model::group::{Capacity, TenantQuota};
 use crate::model::identity::TenantScope;
 use crate::model::plan::{ApplyDecision, JobName, decide_apply};
-use crate::model::{ApplyOutcome, PlanSpec, ResourceGroup, canonical_json, plan_key_ms, shard_of};
+use crate::model::{
+    ApplyOutcome, PlanSpec, ResourceGroup, TriggerOrigin, canonical_json, plan_key_ms, shard_of,
+};
 use crate::trigger_state;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -299,7 +301,7 @@ impl ControlStore for Store {
         // insert's transaction, its row locked on PostgreSQL, so creators
         // racing for the same minute queue up instead of all getting in.
         let (mut tx, _turn) = self.begin_write().await?;
-        if let (Some(request_key), "manual") = (&new.request_key, new.origin.as_str())
+        if let (Some(request_key), TriggerOrigin::Manual) = (&new.request_key, new.origin)
             && let Some(key) = self.existing_request(&mut tx, &job, request_key).await?
         {
             tx.commit().await?;
@@ -313,7 +315,7 @@ impl ControlStore for Store {
             &plan.resource_group,
         )
         .await?;
-        let quota_due_at = if new.origin == "manual" {
+        let quota_due_at = if new.origin == TriggerOrigin::Manual {
             self.manual_due_at(&mut tx, &job.tenant, scheduled_at)
                 .await?
         } else {
@@ -340,10 +342,14 @@ impl ControlStore for Store {
         .bind(version)
         .bind(&job.tenant)
         .bind(&plan.resource_group)
-        .bind(&new.origin)
+        .bind(new.origin.as_str())
         .bind(scheduled_at)
         .bind(&new.partition_key)
-        .bind(new.request_key.as_ref().filter(|_| new.origin == "manual"))
+        .bind(
+            new.request_key
+                .as_ref()
+                .filter(|_| new.origin == TriggerOrigin::Manual),
+        )
         .bind(&params)
         .bind(spec.priority as i64)
         .bind(next_run_at)
@@ -355,7 +361,7 @@ impl ControlStore for Store {
         if inserted {
             self.announce_due(&mut *tx, next_run_at).await?;
         }
-        if inserted && new.origin == "manual" {
+        if inserted && new.origin == TriggerOrigin::Manual {
             self.audit_manual_run(&mut tx, new, (&job.tenant, &plan_key), version, &params)
                 .await?;
         }

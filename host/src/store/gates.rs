@@ -145,7 +145,9 @@ const UNASK_RUNNING: &str = concat!(
 const HELD_FIRES: &str = concat!(
     "SELECT id, tenant || '/' || job_id, scheduled_at FROM triggers WHERE state = ",
     trigger_state!(paused),
-    " AND attempts = 0 AND origin = 'schedule' AND {scope} AND NOT {covered} \
+    " AND attempts = 0 AND origin = ",
+    crate::trigger_origin!(schedule),
+    " AND {scope} AND NOT {covered} \
      ORDER BY tenant, job_id, scheduled_at"
 );
 

@@ -203,7 +203,7 @@ impl Store {
         if t.next_run_at > now {
             let at = crate::model::time::rfc3339(crate::model::time::from_millis(t.next_run_at));
             if let Some(per_minute) = per_minute
-                && t.origin == "manual"
+                && t.origin == crate::model::TriggerOrigin::Manual
                 && t.next_run_at > t.scheduled_at
             {
                 return Ok(Some(format!(

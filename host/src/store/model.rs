@@ -4,6 +4,7 @@
 #[cfg(doc)]
 use crate::model::AttemptOutcome;
 use crate::model::EffectState;
+use crate::model::TriggerOrigin;
 use crate::model::TriggerState;
 use crate::model::output::{self, Encoding};
 use serde::Serialize;
@@ -64,7 +65,8 @@ pub struct TriggerRecord {
     pub plan_version: i64,
     pub tenant: String,
     pub resource_group: String,
-    pub origin: String,
+    #[sqlx(try_from = "String")]
+    pub origin: TriggerOrigin,
     pub scheduled_at: i64,
     pub partition_key: Option<String>,
     pub params: String,
@@ -115,7 +117,7 @@ pub struct NewTrigger {
     pub job_id: String,
     /// None: the job's latest version.
     pub plan_version: Option<u32>,
-    pub origin: String,
+    pub origin: TriggerOrigin,
     /// None: the database's now.
     pub scheduled_at: Option<i64>,
     pub partition_key: Option<String>,
@@ -141,7 +143,7 @@ impl NewTrigger {
         Self {
             job_id: job_id.to_string(),
             plan_version: None,
-            origin: "manual".into(),
+            origin: TriggerOrigin::Manual,
             scheduled_at: None,
             partition_key: Some(format!("manual-{key}")),
             request_key: request_key.map(str::to_string),
@@ -409,7 +411,7 @@ pub struct TriggerWire {
     plan_version: i64,
     tenant: String,
     resource_group: String,
-    origin: String,
+    origin: TriggerOrigin,
     scheduled_at: i64,
     partition_key: Option<String>,
     params: String,

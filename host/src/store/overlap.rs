@@ -52,8 +52,9 @@ macro_rules! counts_against {
         concat!(
             "o.tenant = m.tenant AND o.job_id = m.job_id AND o.id <> m.id AND o.state = ",
             crate::trigger_state!(running),
-            " AND (o.overlap_token IS NOT NULL OR (o.origin = 'schedule' \
-               AND (o.scheduled_at < m.scheduled_at \
+            " AND (o.overlap_token IS NOT NULL OR (o.origin = ",
+            crate::trigger_origin!(schedule),
+            " AND (o.scheduled_at < m.scheduled_at \
                     OR (o.scheduled_at = m.scheduled_at AND o.id < m.id))))"
         )
     };

@@ -291,19 +291,23 @@ impl Store {
             .bind(q.group.as_deref())
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| TriggerFacts {
-                trigger_id: r.0,
-                state: r.1,
-                stale_refusals: r.2,
-                unknown_succeeded: r.3,
-                unknown_failed: r.4,
-                unknown_open: r.5,
-                params_conflicts: r.6,
-                tickets: r.7,
+        rows.into_iter()
+            .map(|r| {
+                Ok(TriggerFacts {
+                    trigger_id: r.0,
+                    state: r
+                        .1
+                        .parse()
+                        .map_err(|e| StoreError::Conflict(format!("trigger {}: {e}", r.0)))?,
+                    stale_refusals: r.2,
+                    unknown_succeeded: r.3,
+                    unknown_failed: r.4,
+                    unknown_open: r.5,
+                    params_conflicts: r.6,
+                    tickets: r.7,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// The window's usage per key.

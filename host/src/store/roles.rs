@@ -27,6 +27,7 @@ use super::overlap::Admission;
 use crate::model::audit::AuditEntry;
 use crate::model::{
     ApplyOutcome, AttemptEnd, Claim, LeaseRef, PlanSpec, ReleaseReason, ResourceGroup, ShardLease,
+    TriggerState,
 };
 use async_trait::async_trait;
 
@@ -181,14 +182,17 @@ pub trait RunnerStore: ReadStore + Counters {
     /// Every transition is fenced by its own token; a stale one is left out
     /// — its attempt abandoned — and comes back as
     /// [`StoreError::LeaseLost`] while the rest commit. The outer error is
-    /// the database's (nothing committed).
+    /// the database's (nothing committed). Each end that committed answers
+    /// the state the database wrote (`paused` or `manual` where a gate or
+    /// a ticket holds the trigger, not always the state asked for).
     async fn attempt_finish_batch(
         &self,
         ends: &[(LeaseRef, AttemptEnd)],
-    ) -> StoreResult<Vec<StoreResult<()>>>;
+    ) -> StoreResult<Vec<StoreResult<TriggerState>>>;
     /// Put the trigger back to `pending`, due in `delay_ms`, without a
-    /// result; the attempt is closed as `released` with `reason` — in one
-    /// transaction, fenced by the token.
+    /// result — `paused` where a gate asked it to pause; the attempt is
+    /// closed as `released` with `reason` — in one transaction, fenced by
+    /// the token. Answers the state the database wrote.
     async fn attempt_release(
         &self,
         lease: &LeaseRef,
@@ -196,7 +200,7 @@ pub trait RunnerStore: ReadStore + Counters {
         reason: ReleaseReason,
         why: &str,
         delay_ms: i64,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<TriggerState>;
     /// Close an attempt whose result must not count, leaving the trigger to
     /// its lease (another runner takes it over with token + 1). Writes only
     /// the attempt row, and only if it is still open under `lease`'s token:
@@ -249,7 +253,11 @@ pub trait RunnerStore: ReadStore + Counters {
     }
 
     /// Commit one attempt's end (see [`RunnerStore::attempt_finish_batch`]).
-    async fn attempt_finish(&self, lease: &LeaseRef, end: &AttemptEnd) -> StoreResult<()> {
+    async fn attempt_finish(
+        &self,
+        lease: &LeaseRef,
+        end: &AttemptEnd,
+    ) -> StoreResult<TriggerState> {
         let ends = [(lease.clone(), end.clone())];
         self.attempt_finish_batch(&ends)
             .await?

@@ -134,7 +134,7 @@ impl RunnerStore for Store {
     async fn attempt_finish_batch(
         &self,
         ends: &[(LeaseRef, AttemptEnd)],
-    ) -> StoreResult<Vec<StoreResult<()>>> {
+    ) -> StoreResult<Vec<StoreResult<TriggerState>>> {
         self.finish_batch(ends).await
     }
 
@@ -145,7 +145,7 @@ impl RunnerStore for Store {
         reason: ReleaseReason,
         why: &str,
         delay_ms: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<TriggerState> {
         self.release(lease, end, reason, why, delay_ms).await
     }
 

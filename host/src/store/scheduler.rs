@@ -111,12 +111,13 @@ impl SchedulerStore for Store {
         from: i64,
         to: i64,
     ) -> StoreResult<std::collections::HashSet<(String, String, i64)>> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(self.sql(
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(self.sql(concat!(
             "SELECT tenant, job_id, scheduled_at FROM triggers \
-             WHERE scheduled_at >= ?2 AND scheduled_at < ?3 AND origin = 'schedule' \
-               AND EXISTS (SELECT 1 FROM job_schedules s WHERE s.shard = ?1 \
-                   AND s.tenant = triggers.tenant AND s.job_id = triggers.job_id)",
-        ))
+             WHERE scheduled_at >= ?2 AND scheduled_at < ?3 AND origin = ",
+            crate::trigger_origin!(schedule),
+            " AND EXISTS (SELECT 1 FROM job_schedules s WHERE s.shard = ?1 \
+                   AND s.tenant = triggers.tenant AND s.job_id = triggers.job_id)"
+        )))
         .bind(shard as i64)
         .bind(from)
         .bind(to)
@@ -136,12 +137,13 @@ impl SchedulerStore for Store {
         from: i64,
         to: i64,
     ) -> StoreResult<Vec<i64>> {
-        Ok(sqlx::query_scalar(self.sql(
-            "SELECT scheduled_at FROM triggers WHERE tenant = ?4 AND job_id = ?1 \
-                 AND origin = 'schedule' AND scheduled_at >= ?2 AND scheduled_at < ?3 \
+        Ok(sqlx::query_scalar(self.sql(concat!(
+            "SELECT scheduled_at FROM triggers WHERE tenant = ?4 AND job_id = ?1 AND origin = ",
+            crate::trigger_origin!(schedule),
+            " AND scheduled_at >= ?2 AND scheduled_at < ?3 \
              UNION SELECT scheduled_at FROM skipped_fires WHERE tenant = ?4 AND job_id = ?1 \
-                 AND scheduled_at >= ?2 AND scheduled_at < ?3",
-        ))
+                 AND scheduled_at >= ?2 AND scheduled_at < ?3"
+        )))
         .bind(job_id)
         .bind(from)
         .bind(to)
@@ -205,7 +207,7 @@ impl SchedulerStore for Store {
                 trigger_id: *trigger_id,
                 plan_key,
                 job_id,
-                origin: "schedule",
+                origin: crate::model::TriggerOrigin::Schedule,
                 state,
                 params: "{}",
                 actor: &lease.owner,
@@ -235,11 +237,15 @@ impl Store {
         let mut created = Vec::new();
         for chunk in triggers.chunks(CHUNK) {
             let ids = self.reserve_ids_by_tenant(tx, chunk).await?;
-            let head = "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, \
+            let head = concat!(
+                "INSERT INTO triggers (id, plan_key, job_id, plan_version, tenant, \
                  resource_group, origin, scheduled_at, params, state, priority, next_run_at, \
                  recovery, created_at, updated_at) \
                  SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, \
-                     'schedule', v.column7, '{}', v.column8, v.column9, v.column10, v.column11, ";
+                     ",
+                crate::trigger_origin!(schedule),
+                ", v.column7, '{}', v.column8, v.column9, v.column10, v.column11, "
+            );
             let sql = self.dialect.multi_row(
                 &format!("{head}{now}, {now} FROM (", now = now_ms!()),
                 concat!("(", new_trigger_id!(), ", ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),

@@ -30,7 +30,9 @@ pub(in crate::store) const HOLD_FIRES: &str = concat!(
     now_ms!(),
     " WHERE state = ",
     trigger_state!(pending),
-    " AND origin = 'schedule' AND scheduled_at >= ?2 \
+    " AND origin = ",
+    crate::trigger_origin!(schedule),
+    " AND scheduled_at >= ?2 \
      AND EXISTS (SELECT 1 FROM job_schedules s WHERE s.shard = ?1 \
          AND s.tenant = triggers.tenant AND s.job_id = triggers.job_id) AND "
 );

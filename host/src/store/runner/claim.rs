@@ -695,7 +695,10 @@ fn claim_chosen(
             scheduled_at: r.scheduled_at,
             params: r.params,
             resource_group: c.resource_group,
-            origin: r.origin,
+            origin: r
+                .origin
+                .parse()
+                .map_err(|e| StoreError::Conflict(format!("trigger {id}: {e}")))?,
             started_at: now,
             first_started_at: r.first_started_at.unwrap_or(now),
         });

@@ -8,15 +8,18 @@ use super::super::dialect::now_ms;
 use super::super::fence::lease_fence;
 use super::super::held::ticket_holds;
 use super::super::*;
+use crate::model::TriggerState;
 use crate::model::{AttemptEnd, LeaseRef, ReleaseReason, Transition};
 use crate::trigger_state;
-use std::collections::HashSet;
+use rusqlite::OptionalExtension;
+use std::collections::HashMap;
 
 /// The ends of a batch whose fenced transition applied, as (trigger,
 /// token): a trigger's id alone would not tell a current end from a stale
 /// end of the same trigger in one batch (a runner that lost its lease and
 /// the one that took the trigger over, both in this process).
-pub(super) type Moved = HashSet<(i64, i64)>;
+/// The state each end wrote is kept with its key.
+pub(super) type Moved = HashMap<(i64, i64), TriggerState>;
 
 fn moved_key(lease: &LeaseRef) -> (i64, i64) {
     (lease.trigger_id, lease.fencing_token.get())
@@ -66,7 +69,8 @@ pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
     ticket_holds!(),
     " THEN NULL ELSE ?9 END, updated_at = ?9 \
      WHERE ",
-    lease_fence!("triggers", id = "?1", token = "?2")
+    lease_fence!("triggers", id = "?1", token = "?2"),
+    " RETURNING state"
 );
 
 impl Store {
@@ -74,7 +78,7 @@ impl Store {
     pub(in crate::store) async fn finish_batch(
         &self,
         ends: &[(LeaseRef, AttemptEnd)],
-    ) -> StoreResult<Vec<StoreResult<()>>> {
+    ) -> StoreResult<Vec<StoreResult<TriggerState>>> {
         if ends.is_empty() {
             return Ok(Vec::new());
         }
@@ -97,13 +101,16 @@ impl Store {
             Dialect::Postgres => self.finish_postgres(ends).await?,
         };
         // Stale ends are closed and counted outside the write turn.
-        let mut results: Vec<StoreResult<()>> = ends.iter().map(|_| Ok(())).collect();
-        for (i, (lease, end)) in ends.iter().enumerate() {
-            if !moved.contains(&moved_key(lease)) {
-                self.close_abandoned(lease, end, "result refused: stale fencing token")
-                    .await?;
-                results[i] = Err(self.lease_lost(lease, "result commit").await);
-            }
+        let mut results = Vec::with_capacity(ends.len());
+        for (lease, end) in ends {
+            results.push(match moved.get(&moved_key(lease)) {
+                Some(state) => Ok(*state),
+                None => {
+                    self.close_abandoned(lease, end, "result refused: stale fencing token")
+                        .await?;
+                    Err(self.lease_lost(lease, "result commit").await)
+                }
+            });
         }
         Ok(results)
     }
@@ -118,7 +125,7 @@ impl Store {
         reason: ReleaseReason,
         why: &str,
         delay_ms: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<TriggerState> {
         let (mut tx, turn) = self.begin_write().await?;
         let state: Option<String> = sqlx::query_scalar(self.sql(RELEASE_TRIGGER))
             .bind(lease.trigger_id)
@@ -136,7 +143,10 @@ impl Store {
         };
         // A gate's pause, whatever ended the attempt (its answer to
         // `pause-requested`, a drain, a breaker park).
-        let paused = state == crate::model::TriggerState::Paused.as_str();
+        let state: TriggerState = state
+            .parse()
+            .map_err(|e| StoreError::Conflict(format!("release wrote {e}")))?;
+        let paused = state == TriggerState::Paused;
         let (class, why) = if paused {
             ("paused", format!("paused by a gate: {why}"))
         } else {
@@ -159,7 +169,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(state)
     }
 
     /// [`RunnerStore::attempt_abandon`]: closes the attempt row, fenced by
@@ -240,8 +250,9 @@ const COUNT_SUCCESSES: &str = "INSERT INTO success_counts (resource_group, tenan
      JOIN triggers t ON t.id = j.value GROUP BY t.resource_group, t.tenant";
 
 /// SQLite's group commit, inside the writer's transaction: per end, one
-/// prepared statement makes the fenced transition — its row count says
-/// whether the token and state still held — and, if it moved, one closes
+/// prepared statement makes the fenced transition — the state it returns
+/// says the token and state still held, and what it wrote — and, if it
+/// moved, one closes
 /// its attempt; then the successes are counted per (group, tenant)
 /// (`success_counts`, migration 0024, read by `paddock status`): from the
 /// claims' record ([`RECORD_SUCCESSES`]), or for a trigger it does not
@@ -260,26 +271,34 @@ fn finish_in(
              fuel_used = ?7, peak_memory_bytes = ?8, wall_ms = ?9, log = ?10 \
          WHERE id = ?1 AND fencing_token = ?2",
     )?;
-    let mut moved = HashSet::with_capacity(ends.len());
+    let mut moved = HashMap::with_capacity(ends.len());
     // Successes per recorded pair, and those the record did not hold.
     let mut recorded: Vec<(usize, i64)> = Vec::new();
     let mut unrecorded = Vec::new();
     for (lease, end) in ends {
         let pair = super::claimed::with(|r| r.take(lease.trigger_id, lease.fencing_token.get()));
-        let changed = transition.execute(rusqlite::params![
-            lease.trigger_id,
-            lease.fencing_token.get(),
-            end.trigger_state.as_str(),
-            end.result,
-            end.error_class,
-            end.error_message,
-            end.retry_after_ms,
-            end.trigger_state.is_terminal() as i64,
-            now,
-        ])?;
-        if changed == 0 {
+        let written: Option<String> = transition
+            .query_row(
+                rusqlite::params![
+                    lease.trigger_id,
+                    lease.fencing_token.get(),
+                    end.trigger_state.as_str(),
+                    end.result,
+                    end.error_class,
+                    end.error_message,
+                    end.retry_after_ms,
+                    end.trigger_state.is_terminal() as i64,
+                    now,
+                ],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(written) = written else {
             continue;
-        }
+        };
+        let written: TriggerState = written
+            .parse()
+            .map_err(|e| StoreError::Conflict(format!("finish wrote {e}")))?;
         if end.trigger_state == crate::model::TriggerState::Succeeded {
             match pair {
                 Some(pair) => match recorded.iter_mut().find(|(p, _)| *p == pair) {
@@ -301,7 +320,7 @@ fn finish_in(
             end.wall_ms,
             end.log,
         ])?;
-        moved.insert(moved_key(lease));
+        moved.insert(moved_key(lease), written);
     }
     if !recorded.is_empty() {
         let mut count = tx.prepare_cached(RECORD_SUCCESSES)?;

@@ -427,7 +427,10 @@ fn claim_of(row: &sqlx::postgres::PgRow) -> Result<Claim, sqlx::Error> {
         scheduled_at: row.try_get(11)?,
         params: row.try_get(12)?,
         resource_group: row.try_get(13)?,
-        origin: row.try_get(14)?,
+        origin: row
+            .try_get::<String, _>(14)?
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
     })
 }
 
@@ -475,7 +478,7 @@ pub(in crate::store) const FINISH_MOVE: &str = finish_move!();
 /// transitions, then the attempts of the ends that moved (each fenced by
 /// its own token too), and the successes counted, one row per (group,
 /// tenant) in `success_counts` (migration 0024, read by `paddock status`).
-/// Returns the (trigger, token) pairs that moved.
+/// Returns the (trigger, token) pairs that moved, with the state each wrote.
 ///
 /// Every row is reachable only by a key lookup, whatever the planner
 /// believes: triggers by `id = ANY($1)` (the `triggers_running` index's
@@ -506,7 +509,7 @@ const FINISH: &str = concat!(
          WHERE state = ",
     trigger_state!(succeeded),
     " GROUP BY resource_group, tenant) \
-     SELECT id, fencing_token FROM moved"
+     SELECT id, fencing_token, state FROM moved"
 );
 
 impl Store {
@@ -545,7 +548,7 @@ impl Store {
         let text = |f: &dyn Fn(&(LeaseRef, AttemptEnd)) -> Option<String>| {
             ends.iter().map(f).collect::<Vec<Option<String>>>()
         };
-        let moved: Vec<(i64, i64)> = sqlx::query_as(FINISH)
+        let moved: Vec<(i64, i64, String)> = sqlx::query_as(FINISH)
             .bind(column(&|(lease, _)| lease.trigger_id))
             .bind(column(&|(lease, _)| lease.fencing_token.get()))
             .bind(text(&|(_, end)| {
@@ -578,7 +581,15 @@ impl Store {
             .bind(text(&|(_, end)| Some(end.log.clone())))
             .fetch_all(self.hot())
             .await?;
-        Ok(moved.into_iter().collect())
+        moved
+            .into_iter()
+            .map(|(id, token, state)| {
+                let state = state
+                    .parse()
+                    .map_err(|e| StoreError::Conflict(format!("finish wrote {e}")))?;
+                Ok(((id, token), state))
+            })
+            .collect()
     }
 }
 
