@@ -118,6 +118,14 @@ impl TriggerState {
         matches!(self, Succeeded | Failed | Cancelled | Skipped)
     }
 
+    /// Whether a finish asked to end in `self` may write another state:
+    /// `manual` where an open ticket holds the trigger, `paused` (a retry)
+    /// where a gate asked it to pause. Every other target is written as
+    /// asked.
+    pub const fn finish_may_redirect(self) -> bool {
+        matches!(self, RetryWait | Failed)
+    }
+
     /// Whether the state machine has any transition `self → to`.
     pub fn can_move_to(self, to: TriggerState) -> bool {
         Transition::ALL

@@ -47,31 +47,46 @@ pub(in crate::store) const RELEASE_TRIGGER: &str = concat!(
 /// retry or a failure of a trigger an open exception ticket owns waits
 /// `manual` for the ticket's answer instead (`store/held.rs`); a retry of
 /// a trigger a closed gate asked to pause waits `paused`.
-pub(in crate::store) const FINISH_TRIGGER: &str = concat!(
-    "UPDATE triggers SET state = CASE WHEN ?3 IN (",
-    trigger_state!(retry_wait),
-    ", ",
-    trigger_state!(failed),
-    ") AND ",
-    ticket_holds!(),
-    " THEN ",
-    trigger_state!(manual),
-    " WHEN ?3 = ",
-    trigger_state!(retry_wait),
-    " AND pause_requested = 1 THEN ",
-    trigger_state!(paused),
-    " ELSE ?3 END, pause_requested = 0, result = ?4, error_class = ?5, error_message = ?6, \
-         next_run_at = CASE WHEN ?7 IS NULL THEN next_run_at ELSE ?9 + ?7 END, \
-         lease_owner = NULL, lease_until = NULL, \
-         finished_at = CASE WHEN ?8 = 0 THEN NULL WHEN ?3 = ",
-    trigger_state!(failed),
-    " AND ",
-    ticket_holds!(),
-    " THEN NULL ELSE ?9 END, updated_at = ?9 \
-     WHERE ",
-    lease_fence!("triggers", id = "?1", token = "?2"),
-    " RETURNING state"
-);
+macro_rules! finish_trigger {
+    () => {
+        concat!(
+            "UPDATE triggers SET state = CASE WHEN ?3 IN (",
+            trigger_state!(retry_wait),
+            ", ",
+            trigger_state!(failed),
+            ") AND ",
+            ticket_holds!(),
+            " THEN ",
+            trigger_state!(manual),
+            " WHEN ?3 = ",
+            trigger_state!(retry_wait),
+            " AND pause_requested = 1 THEN ",
+            trigger_state!(paused),
+            " ELSE ?3 END, pause_requested = 0, result = ?4, error_class = ?5, error_message = ?6, \
+                 next_run_at = CASE WHEN ?7 IS NULL THEN next_run_at ELSE ?9 + ?7 END, \
+                 lease_owner = NULL, lease_until = NULL, \
+                 finished_at = CASE WHEN ?8 = 0 THEN NULL WHEN ?3 = ",
+            trigger_state!(failed),
+            " AND ",
+            ticket_holds!(),
+            " THEN NULL ELSE ?9 END, updated_at = ?9 \
+             WHERE ",
+            lease_fence!("triggers", id = "?1", token = "?2")
+        )
+    };
+}
+
+/// [`finish_trigger!`] for an end whose state the statement writes as asked
+/// (every state but `retry_wait` and `failed`): its row count says whether
+/// it moved.
+pub(in crate::store) const FINISH_TRIGGER: &str = finish_trigger!();
+
+/// [`finish_trigger!`] for an end the statement may send elsewhere
+/// (`retry_wait`, `failed`: see [`TriggerState::finish_may_redirect`]),
+/// returning the state it wrote. Kept apart because `RETURNING` costs
+/// SQLite an ephemeral table per statement, which the common end — a
+/// success — does not need (benches/throughput: 0.92× with it on every end).
+const FINISH_TRIGGER_RETURNING: &str = concat!(finish_trigger!(), " RETURNING state");
 
 impl Store {
     /// [`RunnerStore::attempt_finish_batch`] on either database.
@@ -277,28 +292,32 @@ fn finish_in(
     let mut unrecorded = Vec::new();
     for (lease, end) in ends {
         let pair = super::claimed::with(|r| r.take(lease.trigger_id, lease.fencing_token.get()));
-        let written: Option<String> = transition
-            .query_row(
-                rusqlite::params![
-                    lease.trigger_id,
-                    lease.fencing_token.get(),
-                    end.trigger_state.as_str(),
-                    end.result,
-                    end.error_class,
-                    end.error_message,
-                    end.retry_after_ms,
-                    end.trigger_state.is_terminal() as i64,
-                    now,
-                ],
-                |row| row.get(0),
-            )
-            .optional()?;
+        let params = rusqlite::params![
+            lease.trigger_id,
+            lease.fencing_token.get(),
+            end.trigger_state.as_str(),
+            end.result,
+            end.error_class,
+            end.error_message,
+            end.retry_after_ms,
+            end.trigger_state.is_terminal() as i64,
+            now,
+        ];
+        let written = if end.trigger_state.finish_may_redirect() {
+            let written: Option<String> = tx
+                .prepare_cached(FINISH_TRIGGER_RETURNING)?
+                .query_row(params, |row| row.get(0))
+                .optional()?;
+            written
+                .map(|state| state.parse::<TriggerState>())
+                .transpose()
+                .map_err(|e| StoreError::Conflict(format!("finish wrote {e}")))?
+        } else {
+            (transition.execute(params)? > 0).then_some(end.trigger_state)
+        };
         let Some(written) = written else {
             continue;
         };
-        let written: TriggerState = written
-            .parse()
-            .map_err(|e| StoreError::Conflict(format!("finish wrote {e}")))?;
         if end.trigger_state == crate::model::TriggerState::Succeeded {
             match pair {
                 Some(pair) => match recorded.iter_mut().find(|(p, _)| *p == pair) {
