@@ -67,6 +67,21 @@ pub(crate) fn result(t: &paddock::store::TriggerRecord) -> Value {
     serde_json::from_slice(t.result.as_deref().unwrap_or(b"null")).unwrap()
 }
 
+/// The effect recorded under `key` has this (state, fencing token, sends).
+pub(crate) async fn assert_effect(host: &TestHost, key: &str, expected: (&str, i64, i64)) {
+    let rec = host
+        .store
+        .effect_get(crate::TENANT, key)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no effect recorded under {key}"));
+    assert_eq!(
+        (rec.state.as_str(), rec.fencing_token, rec.sends),
+        expected,
+        "the effect under {key}"
+    );
+}
+
 /// Requests parked at the ledger's hold for `key`.
 pub(crate) async fn held(ledger: &Ledger, key: &str) -> u64 {
     let key = crate::sent_key(key);
@@ -224,16 +239,7 @@ async fn stale_writer(db: Db, a_flags: &[&str], b_flags: &[&str]) {
         Some((5, 5, 77)),
         "A checkpointed its 5 steps"
     );
-    let rec = host
-        .store
-        .effect_get(crate::TENANT, key)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (rec.state.as_str(), rec.fencing_token, rec.sends),
-        ("intent", 77, 1)
-    );
+    assert_effect(&host, key, ("intent", 77, 1)).await;
 
     // A sleeps with its request in flight (outside a transaction: see
     // `Proc::stop_outside_a_transaction`).
@@ -266,16 +272,7 @@ async fn stale_writer(db: Db, a_flags: &[&str], b_flags: &[&str]) {
     let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["fencing_token"], 78, "{body}");
     assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
-    let rec = host
-        .store
-        .effect_get(crate::TENANT, key)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (rec.state.as_str(), rec.fencing_token, rec.sends),
-        ("succeeded", 78, 2)
-    );
+    assert_effect(&host, key, ("succeeded", 78, 2)).await;
     assert_eq!(ledger.stat("applied").await, 1);
     assert_eq!(
         counter(&host, "stale_token_rejections").await,
@@ -346,16 +343,7 @@ async fn stale_writer(db: Db, a_flags: &[&str], b_flags: &[&str]) {
         )
     );
     assert_eq!(checkpoint(&host, t.id).await, Some((6, 6, 78)));
-    let rec = host
-        .store
-        .effect_get(crate::TENANT, key)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (rec.state.as_str(), rec.fencing_token, rec.sends),
-        ("succeeded", 78, 2)
-    );
+    assert_effect(&host, key, ("succeeded", 78, 2)).await;
     let attempts = host.store.attempts_for(t.id).await.unwrap();
     let summary: Vec<_> = attempts
         .iter()

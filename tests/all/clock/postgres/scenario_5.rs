@@ -19,7 +19,7 @@
 //! Every instant is asserted exactly, so a lease or attempt time taken from
 //! the process clock (today, not 2030) fails the test.
 
-use crate::faults::{checkpoint, counter, held, held_release, result, scalar};
+use crate::faults::{assert_effect, checkpoint, counter, held, held_release, result, scalar};
 use crate::ledger::Ledger;
 use crate::procs::eventually;
 use crate::{Db, TestHost};
@@ -279,16 +279,7 @@ async fn the_seeds_scenario_5_at_its_own_numbers_on_a_database_clock_the_test_se
         (42, &done.result, done.updated_at, done.finished_at)
     );
     assert_eq!(checkpoint(host, t.id).await, Some((6, 6, 42)));
-    let rec = host
-        .store
-        .effect_get(crate::TENANT, key)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (rec.state.as_str(), rec.fencing_token, rec.sends),
-        ("succeeded", 42, 2)
-    );
+    assert_effect(host, key, ("succeeded", 42, 2)).await;
     let attempts: Vec<_> = host
         .store
         .attempts_for(t.id)
