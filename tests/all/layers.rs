@@ -27,6 +27,7 @@ const ROOT_MACROS: &[(&str, &str)] = &[
     ("effect_state", "model"),
     ("effect_states", "model"),
     ("trigger_origin", "model"),
+    ("attempt_outcome", "model"),
 ];
 
 const MAX_FILE_LINES: usize = 800;
@@ -448,7 +449,7 @@ fn the_story_reader_finds_issues_and_stops_and_nothing_else() {
 
 /// Spellings that belong to one type, and the file that owns the type
 /// and its SQL macro: effect states in SQL (`'intent'`) and in Rust
-/// (`"intent"`), and trigger origins in SQL. `succeeded`, `failed` and
+/// (`"intent"`), trigger origins and attempt outcomes in SQL. `succeeded`, `failed` and
 /// `manual` are trigger states too, `"unknown"` names error classes and
 /// `"schedule"` a plan's table, so those are left to the types.
 const SPELT_BY_THEIR_TYPE: &[(&str, &str)] = &[
@@ -459,6 +460,9 @@ const SPELT_BY_THEIR_TYPE: &[(&str, &str)] = &[
     ("\"retryable\"", "model/effect_state.rs"),
     ("'schedule'", "model/trigger_origin.rs"),
     ("'backfill'", "model/trigger_origin.rs"),
+    ("'released'", "model/state.rs"),
+    ("'lease_lost'", "model/state.rs"),
+    ("'expired'", "model/state.rs"),
 ];
 
 /// Where `text` (the file at `rel`) spells a value outside the type that
@@ -476,7 +480,7 @@ fn hand_spelt(rel: &str, text: &str) -> Vec<String> {
 }
 
 #[test]
-fn effect_states_and_origins_are_spelt_only_by_their_types_and_macros() {
+fn effect_states_origins_and_outcomes_are_spelt_only_by_their_types_and_macros() {
     let mut found = Vec::new();
     for (_, path) in library_files() {
         let Some(text) = production_text(&path) else {
@@ -493,7 +497,7 @@ fn effect_states_and_origins_are_spelt_only_by_their_types_and_macros() {
     }
     assert!(
         found.is_empty(),
-        "spelt by hand (use EffectState / effect_state! / effect_states!, TriggerOrigin / trigger_origin!):\n{}",
+        "spelt by hand (use EffectState / effect_state! / effect_states!, TriggerOrigin / trigger_origin!, AttemptOutcome / attempt_outcome!):\n{}",
         found.join("\n")
     );
     assert_eq!(

@@ -389,6 +389,30 @@ impl TryFrom<String> for AttemptOutcome {
     }
 }
 
+/// An attempt outcome as a quoted SQL literal, checked at compile time:
+/// `attempt_outcome!(expired)` is `"'expired'"`.
+#[macro_export]
+macro_rules! attempt_outcome {
+    (succeeded) => {
+        "'succeeded'"
+    };
+    (failed) => {
+        "'failed'"
+    };
+    (skipped) => {
+        "'skipped'"
+    };
+    (released) => {
+        "'released'"
+    };
+    (lease_lost) => {
+        "'lease_lost'"
+    };
+    (expired) => {
+        "'expired'"
+    };
+}
+
 impl PartialEq<&str> for AttemptOutcome {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other

@@ -233,11 +233,15 @@ const ARRIVED_LATE: &str = concat!(
 /// Takeovers in `(?2, ?1]` (the expired attempt's end) per group, each
 /// with its latency: the successor's start less the expired lease's end
 /// (`attempts_expired`, migration 0037).
-const TAKEOVERS: &str = "SELECT t.resource_group, n.started_at - e.lease_until FROM attempts e \
+const TAKEOVERS: &str = concat!(
+    "SELECT t.resource_group, n.started_at - e.lease_until FROM attempts e \
      JOIN attempts n ON n.trigger_id = e.trigger_id AND n.attempt_no = e.attempt_no + 1 \
      JOIN triggers t ON t.id = e.trigger_id \
-     WHERE e.outcome = 'expired' AND e.ended_at > ?2 AND e.ended_at <= ?1 \
-       AND (?3 IS NULL OR t.tenant = ?3)";
+     WHERE e.outcome = ",
+    crate::attempt_outcome!(expired),
+    " AND e.ended_at > ?2 AND e.ended_at <= ?1 \
+       AND (?3 IS NULL OR t.tenant = ?3)"
+);
 
 /// Open tickets per group of their trigger (NULL: tied to none).
 const TICKETS: &str = "SELECT t.resource_group, count(*) FROM exceptions e \

@@ -78,7 +78,9 @@ impl Store {
         let (samples, mean, peak, failures): (i64, Option<f64>, Option<i64>, i64) =
             sqlx::query_as(self.sql(concat!(
                 "SELECT count(*), CAST(avg(a.wall_ms) AS DOUBLE PRECISION), max(a.peak_memory_bytes), \
-                 CAST(coalesce(sum(CASE WHEN a.outcome = 'succeeded' THEN 0 ELSE 1 END), 0) AS BIGINT) \
+                 CAST(coalesce(sum(CASE WHEN a.outcome = ",
+                crate::attempt_outcome!(succeeded),
+                " THEN 0 ELSE 1 END), 0) AS BIGINT) \
                  FROM attempts a JOIN triggers t ON t.id = a.trigger_id \
                  WHERE a.id > (SELECT coalesce(max(id), 0) FROM attempts) - ? \
                  AND a.ended_at >= ",

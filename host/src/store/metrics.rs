@@ -14,7 +14,7 @@
 //! | open tickets per kind and the oldest | `exceptions` | `exceptions_open_subject` (partial, `state = 'open'`) |
 //! | effective concurrency per group | `resource_groups` | a small table |
 //! | watermarks per shard | `schedule_shards` | 16 rows |
-//! | takeovers of the last hour, each with its latency | `attempts` | `attempts_expired` (partial, `outcome = 'expired'`; migration 0037) |
+//! | takeovers of the last hour, each with its latency | `attempts` | `attempts_expired` (partial, on the `expired` outcome; migration 0037) |
 //!
 //! Instants are the database clock's, read in the same statement.
 
@@ -67,7 +67,9 @@ const SNAPSHOT: &str = concat!(
     " UNION ALL SELECT 'takeover', t.resource_group, '', '', n.started_at - e.lease_until, NULL \
      FROM attempts e JOIN attempts n ON n.trigger_id = e.trigger_id \
        AND n.attempt_no = e.attempt_no + 1 JOIN triggers t ON t.id = e.trigger_id \
-     WHERE e.outcome = 'expired' AND e.ended_at > ",
+     WHERE e.outcome = ",
+    crate::attempt_outcome!(expired),
+    " AND e.ended_at > ",
     now_ms!(),
     " - 3600000",
 );

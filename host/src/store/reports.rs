@@ -102,7 +102,9 @@ macro_rules! unknowns {
 
 const INCIDENT: &str = concat!(
     "WITH affected (trigger_id) AS (\
-       SELECT trigger_id FROM attempts WHERE outcome = 'expired' AND ended_at >= ?1 AND ended_at < ?2 \
+       SELECT trigger_id FROM attempts WHERE outcome = ",
+    crate::attempt_outcome!(expired),
+    " AND ended_at >= ?1 AND ended_at < ?2 \
        UNION SELECT trigger_id FROM stale_writes WHERE at >= ?1 AND at < ?2 \
        UNION SELECT e.trigger_id FROM effects e WHERE ",
     effect_in_window!(),

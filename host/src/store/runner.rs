@@ -159,10 +159,10 @@ impl RunnerStore for Store {
     }
 
     async fn released_before(&self, trigger_id: i64, attempt_id: i64) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar(self.sql(
-            "SELECT count(*) FROM attempts \
-             WHERE trigger_id = ? AND id < ? AND outcome = 'released'",
-        ))
+        Ok(sqlx::query_scalar(self.sql(concat!(
+            "SELECT count(*) FROM attempts WHERE trigger_id = ? AND id < ? AND outcome = ",
+            crate::attempt_outcome!(released)
+        )))
         .bind(trigger_id)
         .bind(attempt_id)
         .fetch_one(&self.pool)

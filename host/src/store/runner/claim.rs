@@ -727,11 +727,13 @@ fn close_taken_over(tx: &rusqlite::Transaction<'_>, now: i64, again: &[i64]) -> 
     if again.is_empty() {
         return Ok(());
     }
-    let mut close_open = tx.prepare_cached(
-        "UPDATE attempts SET outcome = 'expired', ended_at = ?1, \
+    let mut close_open = tx.prepare_cached(concat!(
+        "UPDATE attempts SET outcome = ",
+        crate::attempt_outcome!(expired),
+        ", ended_at = ?1, \
              error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
-         WHERE ended_at IS NULL AND trigger_id = ?2",
-    )?;
+         WHERE ended_at IS NULL AND trigger_id = ?2"
+    ))?;
     for id in again {
         close_open.execute(rusqlite::params![now, id])?;
     }

@@ -168,7 +168,9 @@ impl Store {
             (reason.as_str(), why.to_string())
         };
         sqlx::query(self.sql(concat!(
-            "UPDATE attempts SET outcome = 'released', ended_at = ",
+            "UPDATE attempts SET outcome = ",
+            crate::attempt_outcome!(released),
+            ", ended_at = ",
             now_ms!(),
             ", error_class = ?, error_message = ?, fuel_used = ?, peak_memory_bytes = ?, \
              wall_ms = ?, log = ? WHERE id = ? AND fencing_token = ?"
@@ -214,9 +216,14 @@ impl Store {
     ) -> StoreResult<u64> {
         let (mut tx, _turn) = self.begin_write().await?;
         let closed = sqlx::query(self.sql(concat!(
-            "UPDATE attempts SET outcome = 'lease_lost', ended_at = ",
+            "UPDATE attempts SET outcome = ",
+            crate::attempt_outcome!(lease_lost),
+            ", ended_at = ",
             now_ms!(),
-            ", error_class = 'lease_lost', error_message = ?, \
+            // The error class repeats the outcome: nothing else explains it.
+            ", error_class = ",
+            crate::attempt_outcome!(lease_lost),
+            ", error_message = ?, \
              fuel_used = ?, peak_memory_bytes = ?, wall_ms = ?, log = ? \
              WHERE id = ? AND fencing_token = ? AND outcome IS NULL"
         )))

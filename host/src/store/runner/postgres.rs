@@ -283,7 +283,9 @@ const CLAIM: &str = concat!(
     claim_update!(),
     "), \
      again AS (SELECT id FROM claimed WHERE attempts > 1), \
-     expired AS (UPDATE attempts SET outcome = 'expired', ended_at = (SELECT now FROM clock), \
+     expired AS (UPDATE attempts SET outcome = ",
+    crate::attempt_outcome!(expired),
+    ", ended_at = (SELECT now FROM clock), \
          error_class = 'lease_expired', error_message = 'lease expired; trigger taken over' \
          WHERE ended_at IS NULL AND trigger_id = ANY(ARRAY(SELECT id FROM again))), \
      firsts AS (SELECT trigger_id, min(started_at) AS first_started_at FROM attempts \
